@@ -1,0 +1,28 @@
+# CUDA toolkit, cuDNN and the GPU architectures to build for.
+if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+  # Build for the GPU in this machine when there is one; otherwise for Ampere and Hopper.
+  execute_process(COMMAND nvidia-smi --query-gpu=compute_cap --format=csv,noheader
+                  OUTPUT_VARIABLE _convlab_cc RESULT_VARIABLE _convlab_smi ERROR_QUIET
+                  OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(_convlab_smi EQUAL 0 AND _convlab_cc MATCHES "^([0-9]+)\\.([0-9]+)")
+    set(CMAKE_CUDA_ARCHITECTURES "${CMAKE_MATCH_1}${CMAKE_MATCH_2}")
+  else()
+    set(CMAKE_CUDA_ARCHITECTURES "80;90")
+  endif()
+endif()
+if(NOT DEFINED CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
+  set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+endif()
+enable_language(CUDA)
+# CMake 3.25 predates nvcc 13 and does not know its C++20 flag: tell it.
+if(NOT CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
+  set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+  set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+  list(APPEND CMAKE_CUDA_COMPILE_FEATURES cuda_std_20)
+endif()
+set(CMAKE_CUDA_STANDARD 20)
+set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+set(CMAKE_CUDA_EXTENSIONS OFF)
+find_package(CUDAToolkit REQUIRED)
+find_package(CUDNN REQUIRED)
+message(STATUS "convlab: CUDA ${CUDAToolkit_VERSION}, cuDNN ${CUDNN_VERSION}, architectures ${CMAKE_CUDA_ARCHITECTURES}")

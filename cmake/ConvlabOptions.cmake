@@ -1,0 +1,27 @@
+# Compiler flags shared by every convlab target, applied through one interface target.
+add_library(convlab_flags INTERFACE)
+target_include_directories(convlab_flags INTERFACE "${PROJECT_SOURCE_DIR}")
+target_compile_options(convlab_flags INTERFACE
+  $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor>
+  $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<BOOL:${CONVLAB_WARNINGS_AS_ERRORS}>>:-Werror>
+  $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra --expt-relaxed-constexpr>
+  $<$<AND:$<COMPILE_LANGUAGE:CUDA>,$<BOOL:${CONVLAB_WARNINGS_AS_ERRORS}>>:-Werror=all-warnings>
+  # Line info costs nothing at run time and lets ncu and compute-sanitizer name source lines.
+  $<$<COMPILE_LANGUAGE:CUDA>:-lineinfo>)
+if(CONVLAB_NATIVE AND NOT CONVLAB_SANITIZE)
+  target_compile_options(convlab_flags INTERFACE
+    $<$<COMPILE_LANGUAGE:CXX>:-march=native>
+    $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-march=native>)
+endif()
+if(CONVLAB_SANITIZE)
+  target_compile_options(convlab_flags INTERFACE
+    $<$<COMPILE_LANGUAGE:CXX>:-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined>)
+  target_link_options(convlab_flags INTERFACE -fsanitize=address,undefined)
+endif()
+target_link_libraries(convlab_flags INTERFACE Threads::Threads)
+if(CONVLAB_CUDA)
+  target_compile_definitions(convlab_flags INTERFACE CONVLAB_HAVE_CUDA=1)
+endif()
+if(CONVLAB_HAVE_SOLUTIONS)
+  target_compile_definitions(convlab_flags INTERFACE CONVLAB_HAVE_SOLUTIONS=1)
+endif()

@@ -1,0 +1,56 @@
+/// @file
+/// @brief cuDNN's convolution, the GPU library convolution of m1.2 and the oracle of GPU checks.
+#pragma once
+
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
+
+#include <cstddef>
+#include <string>
+
+#include "reference/conv/conv_shape.hpp"
+#include "reference/core/device_buffer.hpp"
+
+namespace convlab {
+
+/// Throws CudaError when a cuDNN call fails.
+void cudnn_check(cudnnStatus_t status, const char* call, const char* file, int line);
+#define CUDNN_CHECK(call) ::convlab::cudnn_check((call), #call, __FILE__, __LINE__)
+
+/// A cuDNN forward convolution (fp32, cross-correlation, no padding, stride 1).
+/// Descriptors, the algorithm and the workspace are set up on the first call for a shape and
+/// reused while the shape stays the same.
+class CudnnConv {
+ public:
+  CudnnConv();
+  ~CudnnConv();
+  CudnnConv(const CudnnConv&) = delete;
+  CudnnConv& operator=(const CudnnConv&) = delete;
+
+  /// y = conv(x, k) on `stream`; device pointers.
+  void forward(float* y, const float* x, const float* k, const ConvShape& shape,
+               cudaStream_t stream);
+  /// Name of the algorithm chosen for the last shape, e.g. "IMPLICIT_PRECOMP_GEMM".
+  std::string algorithm() const;
+  /// Workspace bytes of that algorithm.
+  std::size_t workspace_bytes() const { return workspace_bytes_; }
+
+ private:
+  void prepare(const ConvShape& shape);
+
+  cudnnHandle_t handle_ = nullptr;
+  cudnnTensorDescriptor_t x_desc_ = nullptr;
+  cudnnTensorDescriptor_t y_desc_ = nullptr;
+  cudnnFilterDescriptor_t k_desc_ = nullptr;
+  cudnnConvolutionDescriptor_t conv_desc_ = nullptr;
+  cudnnConvolutionFwdAlgo_t algo_ = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
+  ConvShape prepared_{};
+  DeviceBuffer workspace_;
+  std::size_t workspace_bytes_ = 0;
+};
+
+/// GpuConvFn-shaped cuDNN convolution using one CudnnConv per thread (for tests and m1.2).
+void conv_forward_cudnn(float* y, const float* x, const float* k, const ConvShape& shape,
+                        cudaStream_t stream);
+
+}  // namespace convlab

@@ -1,0 +1,46 @@
+/// @file
+/// @brief Which convolution code runs: the m2 CPU entry point and the registry of GPU variants (gpu_variants.def).
+#pragma once
+
+#include <span>
+#include <string_view>
+
+#include "reference/conv/student_api.hpp"
+
+namespace convlab {
+
+/// Which code a run uses: the team's files in student/ or the staff solutions.
+enum class Impl { student, solution };
+
+/// "student" or "solution"
+std::string_view impl_name(Impl impl);
+/// Parses "student" or "solution"; throws Error otherwise.
+Impl parse_impl(std::string_view text);
+/// Whether the staff solutions were compiled into this build.
+bool solutions_available();
+
+/// The m2 CPU convolution of `impl`; throws Error if the staff solution is not in this build.
+CpuConvFn cpu_conv(Impl impl);
+
+#ifdef CONVLAB_HAVE_CUDA
+/// One GPU variant: its name, where the team writes it, and both implementations.
+struct GpuVariant {
+  std::string_view name;          ///< registry id, e.g. "shared_tiling"
+  std::string_view milestone;     ///< "m3" or "final"
+  std::string_view student_file;  ///< the file the team edits
+  std::string_view handout;       ///< the handout section that explains it
+  std::string_view idea;          ///< one line: what this variant changes
+  GpuConvFn student;              ///< the team's launcher
+  GpuConvFn solution;             ///< the staff launcher, or nullptr in the student release
+
+  /// The launcher for `impl`; throws Error if the staff solution is not in this build.
+  GpuConvFn launcher(Impl impl) const;
+};
+
+/// Every variant, in teaching order.
+std::span<const GpuVariant> gpu_variants();
+/// The variant called `name`; throws Error listing the valid names otherwise.
+const GpuVariant& find_gpu_variant(std::string_view name);
+#endif
+
+}  // namespace convlab

@@ -1,0 +1,70 @@
+#include "reference/core/cuda_check.hpp"
+
+#include <utility>
+
+#include "reference/core/device_buffer.hpp"
+
+namespace convlab {
+
+void cuda_check(cudaError_t status, const char* call, const char* file, int line) {
+  if (status == cudaSuccess) return;
+  throw CudaError(std::string("CUDA error ") + cudaGetErrorName(status) + " (" +
+                  cudaGetErrorString(status) + ") in " + call + " at " + file + ":" +
+                  std::to_string(line));
+}
+
+bool cuda_device_available(std::string* reason) {
+  int count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess || count == 0) {
+    if (reason != nullptr) {
+      *reason = status != cudaSuccess
+                    ? std::string("no usable CUDA device (") + cudaGetErrorString(status) + ")"
+                    : std::string("no CUDA device in this machine");
+    }
+    return false;
+  }
+  return true;
+}
+
+DeviceBuffer::DeviceBuffer(std::int64_t count) : count_(count) {
+  if (count > 0) {
+    CUDA_CHECK(cudaMalloc(&data_, static_cast<std::size_t>(count) * sizeof(float)));
+  }
+}
+
+DeviceBuffer::~DeviceBuffer() {
+  if (data_ != nullptr) cudaFree(data_);
+}
+
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)), count_(std::exchange(other.count_, 0)) {}
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
+  if (this != &other) {
+    if (data_ != nullptr) cudaFree(data_);
+    data_ = std::exchange(other.data_, nullptr);
+    count_ = std::exchange(other.count_, 0);
+  }
+  return *this;
+}
+
+void DeviceBuffer::upload(std::span<const float> host) {
+  if (static_cast<std::int64_t>(host.size()) != count_) {
+    throw Error("upload of " + std::to_string(host.size()) + " values into a device buffer of " +
+                std::to_string(count_));
+  }
+  CUDA_CHECK(cudaMemcpy(data_, host.data(), host.size_bytes(), cudaMemcpyHostToDevice));
+}
+
+std::vector<float> DeviceBuffer::download() const {
+  std::vector<float> host(static_cast<std::size_t>(count_));
+  CUDA_CHECK(cudaMemcpy(host.data(), data_, host.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  return host;
+}
+
+void DeviceBuffer::fill_bytes(int byte) {
+  CUDA_CHECK(cudaMemset(data_, byte, static_cast<std::size_t>(count_) * sizeof(float)));
+}
+
+}  // namespace convlab

@@ -1,0 +1,37 @@
+/// @file
+/// @brief An owning device allocation of floats.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace convlab {
+
+/// A cudaMalloc'ed array of floats, freed on destruction. Move-only.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(std::int64_t count);
+  ~DeviceBuffer();
+  DeviceBuffer(DeviceBuffer&& other) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  float* data() const { return data_; }
+  std::int64_t size() const { return count_; }
+  /// Copies host values in (count must match); synchronous.
+  void upload(std::span<const float> host);
+  /// Copies the contents out to a new host vector; synchronous.
+  std::vector<float> download() const;
+  /// Sets every byte to `byte` (0xff gives NaN floats: a poison that unwritten outputs keep).
+  void fill_bytes(int byte);
+
+ private:
+  float* data_ = nullptr;
+  std::int64_t count_ = 0;
+};
+
+}  // namespace convlab

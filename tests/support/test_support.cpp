@@ -1,0 +1,97 @@
+#include "tests/support/test_support.hpp"
+
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <random>
+#include <sstream>
+
+#include "datasets/fashion_mnist.hpp"
+
+namespace convlab::test {
+
+namespace fs = std::filesystem;
+
+fs::path source_dir() { return CONVLAB_SOURCE_DIR; }
+fs::path convlab_binary() { return CONVLAB_BINARY; }
+
+std::optional<fs::path> real_data_dir(std::string* why) {
+  const fs::path dir = data::data_dir(std::nullopt);
+  if (fs::exists(dir / "t10k-images-idx3-ubyte.gz") && fs::exists(dir / "t10k-labels-idx1-ubyte.gz")) {
+    return dir;
+  }
+  if (why != nullptr) {
+    *why = "Fashion-MNIST not found in " + dir.string() +
+           " (apt-get install dataset-fashion-mnist, or set CONVLAB_DATA)";
+  }
+  return std::nullopt;
+}
+
+void skip(const std::string& reason) {
+  std::cout << "SKIPPED: " << reason << std::endl;
+  std::exit(77);
+}
+
+TempDir::TempDir() {
+  std::string pattern = (fs::temp_directory_path() / "convlab-test-XXXXXX").string();
+  if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+  path_ = pattern;
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  fs::remove_all(path_, ec);
+}
+
+std::vector<float> random_values(std::int64_t n, std::uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(static_cast<std::size_t>(n));
+  for (float& x : v) x = dist(gen);
+  return v;
+}
+
+Comparison compare_conv_output(const std::vector<float>& out, const std::vector<float>& ref,
+                               const ConvShape& shape, double atol, double rtol) {
+  Comparison c;
+  std::ostringstream report;
+  if (out.size() != ref.size()) {
+    c.ok = false;
+    c.report = "size mismatch: " + std::to_string(out.size()) + " vs " + std::to_string(ref.size());
+    return c;
+  }
+  const std::int64_t hw = std::int64_t{shape.H_out()} * shape.W_out();
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const double err = std::fabs(static_cast<double>(out[i]) - ref[i]);
+    const bool bad = !(err <= atol + rtol * std::fabs(static_cast<double>(ref[i])));  // NaN fails
+    if (std::isfinite(err) && err > c.worst_error) c.worst_error = err;
+    if (bad) {
+      if (c.mismatches < 10) {
+        const auto idx = static_cast<std::int64_t>(i);
+        const std::int64_t b = idx / (hw * shape.M), m = idx / hw % shape.M;
+        const std::int64_t h = idx % hw / shape.W_out(), w = idx % shape.W_out();
+        report << "  y[" << b << "][" << m << "][" << h << "][" << w << "] = " << out[i]
+               << ", expected " << ref[i] << "\n";
+      }
+      ++c.mismatches;
+      c.ok = false;
+    }
+  }
+  c.report = report.str();
+  return c;
+}
+
+int run_command(const std::string& command, std::string* output) {
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return -1;
+  std::array<char, 4096> buf{};
+  std::string text;
+  while (std::fgets(buf.data(), buf.size(), pipe) != nullptr) text += buf.data();
+  const int status = pclose(pipe);
+  if (output != nullptr) *output = text;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+}  // namespace convlab::test

@@ -1,0 +1,55 @@
+/// @file
+/// @brief Helpers shared by the test suites: paths, temp dirs, random tensors, comparisons.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "reference/conv/conv_shape.hpp"
+
+namespace convlab::test {
+
+/// The source tree (models, milestone data).
+std::filesystem::path source_dir();
+/// The convlab executable of this build.
+std::filesystem::path convlab_binary();
+/// The Fashion-MNIST directory the data tests use, or nullopt (and `why`) when absent.
+std::optional<std::filesystem::path> real_data_dir(std::string* why);
+/// Exits the test binary with 77 (CTest: Skipped) after printing `reason`.
+[[noreturn]] void skip(const std::string& reason);
+
+/// A fresh empty directory under the system temp dir, removed when the object dies.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+/// n values uniform in [-1, 1) from a fixed-seed generator.
+std::vector<float> random_values(std::int64_t n, std::uint32_t seed);
+
+/// Result of comparing an output with its reference element-wise.
+struct Comparison {
+  bool ok = true;
+  double worst_error = 0.0;  ///< largest |out - ref|
+  std::int64_t mismatches = 0;
+  std::string report;  ///< first mismatches with NCHW coordinates
+};
+
+/// Checks |out - ref| <= atol + rtol * |ref| for every element of y (shape's output layout).
+Comparison compare_conv_output(const std::vector<float>& out, const std::vector<float>& ref,
+                               const ConvShape& shape, double atol = 1e-4, double rtol = 1e-4);
+
+/// Runs `args` through the shell, capturing stdout+stderr; returns the exit code.
+int run_command(const std::string& command, std::string* output);
+
+}  // namespace convlab::test
