@@ -10,6 +10,7 @@
 
 #include "reference/core/tensor.hpp"
 
+/// Data sets: the Fashion-MNIST reader, the IDX format and synthetic data for tests.
 namespace convlab::data {
 
 /// Where Debian's package dataset-fashion-mnist installs the files.
@@ -23,8 +24,11 @@ enum class Split { train, test };
 
 /// Images as bytes and their labels, in file order.
 struct Dataset {
+  /// Number of images.
   std::int64_t count = 0;
+  /// Image height in pixels (28).
   int rows = 0;
+  /// Image width in pixels (28).
   int cols = 0;
   std::vector<std::uint8_t> pixels;  ///< count * rows * cols, row-major
   std::vector<std::uint8_t> labels;  ///< count, each 0..9

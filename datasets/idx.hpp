@@ -10,7 +10,9 @@ namespace convlab::data {
 
 /// An IDX array of unsigned bytes (type code 0x08): its dimensions and its values, row-major.
 struct IdxArray {
+  /// Dimensions, outermost first.
   std::vector<std::int64_t> dims;
+  /// All values, row-major.
   std::vector<std::uint8_t> values;
 };
 

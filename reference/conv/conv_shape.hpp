@@ -44,6 +44,7 @@ struct ConvShape {
   /// "B=10000 M=50 C=1 H=28 W=28 K=5"
   std::string to_string() const;
 
+  /// Two shapes are equal when all six sizes are.
   friend constexpr bool operator==(const ConvShape&, const ConvShape&) = default;
 };
 

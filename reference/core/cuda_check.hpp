@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <string>
 
+#include "reference/core/ceil_div.hpp"
 #include "reference/core/error.hpp"
 
 namespace convlab {
@@ -19,12 +20,6 @@ class CudaError : public Error {
 
 /// Throws CudaError with the call, file and line when `status` is not cudaSuccess.
 void cuda_check(cudaError_t status, const char* call, const char* file, int line);
-
-/// Integer division rounding up: blocks needed to cover n items, `per` at a time.
-template <typename T>
-constexpr T ceil_div(T n, T per) {
-  return (n + per - 1) / per;
-}
 
 /// True when at least one CUDA device can be used (never throws).
 bool cuda_device_available(std::string* reason = nullptr);

@@ -13,14 +13,19 @@ namespace convlab {
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
+  /// Allocates `count` floats on the current device (uninitialised); throws CudaError on failure.
   explicit DeviceBuffer(std::int64_t count);
   ~DeviceBuffer();
+  /// Takes over the allocation of `other`, which becomes empty.
   DeviceBuffer(DeviceBuffer&& other) noexcept;
+  /// Frees this allocation and takes over the one of `other`, which becomes empty.
   DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
 
+  /// Device pointer to the first float (nullptr when empty).
   float* data() const { return data_; }
+  /// Number of floats.
   std::int64_t size() const { return count_; }
   /// Copies host values in (count must match); synchronous.
   void upload(std::span<const float> host);

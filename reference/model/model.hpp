@@ -36,6 +36,7 @@ std::string layer_kind_name(LayerKind kind);
 
 /// One layer, with its weights where it has any.
 struct Layer {
+  /// What the layer computes.
   LayerKind kind = LayerKind::tanh;
   int pool_size = 0;    ///< maxpool window (square)
   int pool_stride = 0;  ///< maxpool stride
@@ -47,9 +48,11 @@ struct Layer {
 
 /// A whole model: network, weights, and what it is expected to score.
 struct Model {
+  /// Model name, e.g. "ece408-high" (what the Correctness line prints).
   std::string name;
   Shape input;               ///< per image: [C, H, W]
   float input_scale = 1.0f;  ///< pixel byte -> input value factor
+  /// The layers, applied in order.
   std::vector<Layer> layers;
   /// Expected correct predictions on the first N test images, by N (from "convlab.expected").
   std::map<std::int64_t, std::int64_t> expected_correct;
@@ -76,7 +79,7 @@ Model load_model(const std::filesystem::path& path);
 void save_model(const std::filesystem::path& path, const Model& model);
 
 /// Where the model called `name` lives: `name` itself if it is a path to an existing file,
-/// else <dir>/<name>.safetensors for each dir in `search_dirs`. Throws Error listing the
+/// else `<dir>/<name>.safetensors` for each dir in `search_dirs`. Throws Error listing the
 /// models that exist when none matches.
 std::filesystem::path find_model(const std::string& name,
                                  const std::vector<std::filesystem::path>& search_dirs);

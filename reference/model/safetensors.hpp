@@ -16,7 +16,9 @@ namespace convlab {
 
 /// The contents of one safetensors file. Only dtype F32 is supported.
 struct SafetensorsFile {
+  /// Tensors by name.
   std::map<std::string, Tensor> tensors;
+  /// The "__metadata__" entries (string to string).
   std::map<std::string, std::string> metadata;
 };
 

@@ -1,1 +1,138 @@
-// placeholder: being written
+#include "reference/network/network_gpu.hpp"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "reference/core/cuda_check.hpp"
+#include "reference/core/device_buffer.hpp"
+#include "reference/layers/gpu_layers.hpp"
+
+namespace convlab {
+
+namespace {
+
+// Owns the stream the whole run is queued on.
+class Stream {
+ public:
+  Stream() { CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)); }
+  ~Stream() { cudaStreamDestroy(stream_); }
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  cudaStream_t get() const { return stream_; }
+
+ private:
+  cudaStream_t stream_ = nullptr;
+};
+
+DeviceBuffer to_device(const Tensor& t) {
+  DeviceBuffer d(t.size());
+  d.upload(t.values());
+  return d;
+}
+
+int as_int(std::int64_t v) { return static_cast<int>(v); }
+
+// Per-image dimensions as (c, h, w), padding with 1: [n, features] becomes (features, 1, 1).
+struct Chw {
+  int c = 1, h = 1, w = 1;
+};
+Chw chw(const Shape& batch_shape) {
+  Chw d;
+  if (batch_shape.size() > 1) d.c = as_int(batch_shape[1]);
+  if (batch_shape.size() > 2) d.h = as_int(batch_shape[2]);
+  if (batch_shape.size() > 3) d.w = as_int(batch_shape[3]);
+  return d;
+}
+
+}  // namespace
+
+NetworkRun run_network_gpu(const Model& model, const Tensor& input, const GpuConvCall& conv,
+                           const std::string& conv_name, const TimingOptions& timing) {
+  check_input(model, input);
+  const std::int64_t n = input.dim(0);
+  const std::vector<Shape> shapes = model.output_shapes();
+
+  Stream stream;
+  gpu::Layers layers(stream.get());
+  std::vector<DeviceBuffer> weights, biases;
+  for (const Layer& layer : model.layers) {
+    weights.push_back(layer.weight.size() > 0 ? to_device(layer.weight) : DeviceBuffer());
+    biases.push_back(layer.bias.size() > 0 ? to_device(layer.bias) : DeviceBuffer());
+  }
+  DeviceBuffer current = to_device(input);
+  Shape cur = input.shape();
+  NetworkRun run;
+  const auto sync = [] { CUDA_CHECK(cudaDeviceSynchronize()); };
+
+  for (std::size_t i = 0; i < model.layers.size(); ++i) {
+    const Layer& layer = model.layers[i];
+    Shape out = shapes[i];
+    out.insert(out.begin(), n);
+    switch (layer.kind) {
+      case LayerKind::conv: {
+        const ConvShape s{as_int(n), as_int(layer.weight.dim(0)), as_int(cur[1]), as_int(cur[2]),
+                          as_int(cur[3]), as_int(layer.weight.dim(2))};
+        s.validate();
+        DeviceBuffer y(shape_elements(out));
+        try {
+          run.conv_layers.push_back(time_conv_layer(
+              static_cast<int>(i), s, timing, [&] { y.fill_bytes(0xff); }, sync,
+              [&] { conv(y.data(), current.data(), weights[i].data(), s, stream.get()); }));
+        } catch (const CudaError& e) {
+          throw CudaError("the " + conv_name + " convolution failed on layer " +
+                          std::to_string(i) + " (" + s.to_string() + "): " + e.what() +
+                          "\nRun it under compute-sanitizer to find the faulty access.");
+        }
+        current = std::move(y);
+        break;
+      }
+      case LayerKind::tanh: {
+        const Chw d = chw(cur);
+        layers.tanh(current.data(), n, d.c, d.h, d.w);
+        break;
+      }
+      case LayerKind::relu: {
+        const Chw d = chw(cur);
+        layers.relu(current.data(), n, d.c, d.h, d.w);
+        break;
+      }
+      case LayerKind::maxpool: {
+        DeviceBuffer y(shape_elements(out));
+        layers.maxpool(current.data(), y.data(), n, as_int(cur[1]), as_int(cur[2]),
+                       as_int(cur[3]), layer.pool_size, layer.pool_stride);
+        current = std::move(y);
+        break;
+      }
+      case LayerKind::flatten:
+        break;
+      case LayerKind::fc: {
+        DeviceBuffer y(shape_elements(out));
+        layers.fully_connected(current.data(), weights[i].data(), biases[i].data(), y.data(), n,
+                               as_int(layer.weight.dim(1)), as_int(layer.weight.dim(0)));
+        current = std::move(y);
+        break;
+      }
+      case LayerKind::softmax:
+        layers.softmax(current.data(), n, as_int(shape_elements(cur) / n));
+        break;
+    }
+    cur = std::move(out);
+  }
+  sync();
+  run.output = Tensor({n, shape_elements(cur) / n}, current.download());
+  return run;
+}
+
+GpuInfo gpu_info() {
+  int device = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  int driver = 0;
+  CUDA_CHECK(cudaDriverGetVersion(&driver));
+  return {prop.name, std::to_string(driver / 1000) + "." + std::to_string(driver % 1000 / 10),
+          prop.multiProcessorCount, prop.major * 10 + prop.minor};
+}
+
+}  // namespace convlab

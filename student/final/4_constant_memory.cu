@@ -1,1 +1,47 @@
-// placeholder: being written
+// student/final/4_constant_memory.cu: the constant_memory variant.
+// Idea: filters in __constant__ memory, read as uniform operands.
+//
+// Constant memory: put the filters in a __constant__ array (64 KB at most) so every thread of
+// a warp reads the same weight through the constant cache. Copy them in with
+// cudaMemcpyToSymbolAsync on `stream` before the launch; when M*C*K*K floats do not fit, process
+// the output maps in chunks that do, one copy and one launch per chunk.
+//
+// The harness calls conv_constant_memory(y, x, k, shape, stream) with DEVICE pointers:
+//   x[B][C][H][W] input, k[M][C][K][K] filters, y[B][M][H-K+1][W-K+1] output (NCHW, float32),
+//   y[b][m][h][w] = sum over c, p, q of x[b][c][h+p][w+q] * k[m][c][p][q]
+// (valid cross-correlation, stride 1, no padding, no bias). Enqueue your kernel(s) on `stream`
+// and return: the harness synchronises and times the call. Check every launch with
+// CUDA_CHECK_LAUNCH() (reference/core/cuda_check.hpp, which also has ceil_div).
+//
+// Bounds your code must handle: sizes that are not multiples of your tile, any C and K (K up to
+// at least 11), batches up to B = 10000 and beyond (gridDim.y and gridDim.z stop at 65535: loop
+// or fold the batch), and flat indices above 2^31 (compute them in int64_t).
+//
+// A possible skeleton:
+//
+// __global__ void conv_forward_kernel(float* y, const float* x, const float* k, int B, int M,
+//                                     int C, int H, int W, int K) {
+//   // which output element(s) this thread computes, from blockIdx and threadIdx
+//   // if it is outside the output, return
+//   // acc = sum over c, p, q of x[b][c][h+p][w+q] * k[m][c][p][q]; then y[b][m][h][w] = acc
+// }
+//
+// Read the handout first: milestones/final/README.md, section '4. Constant memory'.
+#include <cuda_runtime_api.h>
+
+#include "reference/conv/student_api.hpp"
+#include "reference/core/cuda_check.hpp"
+#include "reference/core/error.hpp"
+
+namespace convlab::student {
+
+void conv_constant_memory([[maybe_unused]] float* y, [[maybe_unused]] const float* x,
+                          [[maybe_unused]] const float* k, [[maybe_unused]] const ConvShape& shape,
+                          [[maybe_unused]] cudaStream_t stream) {
+  // Replace this line with your launch.
+  convlab::not_implemented("the constant_memory GPU convolution",
+                           "student/final/4_constant_memory.cu",
+                           "milestones/final/README.md, section '4. Constant memory'");
+}
+
+}  // namespace convlab::student

@@ -1,1 +1,99 @@
-// placeholder: being written
+// The committed models give exactly their recorded correct counts on the real test set.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "datasets/fashion_mnist.hpp"
+#include "reference/conv/library_conv.hpp"
+#include "reference/conv/variants.hpp"
+#include "reference/network/network.hpp"
+#include "tests/support/test_support.hpp"
+
+using namespace convlab;
+namespace fs = std::filesystem;
+
+namespace {
+
+const data::Dataset& test_set() {
+  static const data::Dataset ds = [] {
+    std::string why;
+    const auto dir = test::real_data_dir(&why);
+    if (!dir) test::skip(why);
+    return data::load_fashion_mnist(*dir, data::Split::test);
+  }();
+  return ds;
+}
+
+std::vector<fs::path> model_files() {
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(test::source_dir() / "datasets" / "models")) {
+    if (e.path().extension() == ".safetensors") files.push_back(e.path());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+// Correct counts on every prefix size the model records, from one run over the largest.
+void check_counts(const Model& model, const CpuConvCall& conv) {
+  REQUIRE_FALSE(model.expected_correct.empty());
+  const std::int64_t n = model.expected_correct.rbegin()->first;
+  const data::Dataset& ds = test_set();
+  const NetworkRun run = run_network_cpu(model, ds.images(n, model.input_scale), conv);
+  const std::vector<int> pred = predictions(run.output);
+  for (const auto& [images, expected] : model.expected_correct) {
+    CAPTURE(images);
+    const std::span<const int> head(pred.data(), static_cast<std::size_t>(images));
+    CHECK(count_correct(head, ds.labels) == expected);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("the four committed models are present, with the calibrated 10000-image counts") {
+  const std::map<std::string, std::int64_t> calibrated{
+      {"baseline", 8673}, {"ece408-high", 8562}, {"ece408-low", 6290}};
+  int found = 0;
+  for (const fs::path& f : model_files()) {
+    const Model m = load_model(f);
+    CHECK(m.name == f.stem().string());
+    REQUIRE(m.min_margin.has_value());
+    CHECK(*m.min_margin >= 1e-3);
+    if (auto it = calibrated.find(m.name); it != calibrated.end()) {
+      ++found;
+      CHECK(m.expected_correct.at(10000) == it->second);
+    }
+  }
+  CHECK(found == 3);
+  CHECK(model_files().size() >= 4);
+}
+
+TEST_CASE("CPU reference network: exact expected counts for every committed model") {
+  for (const fs::path& f : model_files()) {
+    CAPTURE(f.filename().string());
+    check_counts(load_model(f), conv_forward_reference);
+  }
+}
+
+TEST_CASE("m2 staff solution: exact expected counts for ece408-low") {
+  if (!solutions_available()) test::skip("staff solutions are not part of this build");
+  check_counts(load_model(test::source_dir() / "datasets/models/ece408-low.safetensors"),
+               cpu_conv(Impl::solution));
+}
+
+TEST_CASE("milestone checks agree with the counts recorded in the model files") {
+  for (const char* id : {"m1", "m2", "m3", "final"}) {
+    std::ifstream in(test::source_dir() / "milestones" / id / "checks.json");
+    REQUIRE(in);
+    const auto j = nlohmann::json::parse(in);
+    for (const auto& c : j.at("checks")) {
+      const std::string name = c.at("model");
+      CAPTURE(id);
+      CAPTURE(name);
+      const Model m = load_model(test::source_dir() / "datasets/models" / (name + ".safetensors"));
+      CHECK(m.expected_correct.at(c.at("images").get<std::int64_t>()) ==
+            c.at("expected_correct").get<std::int64_t>());
+    }
+  }
+}

@@ -1,0 +1,291 @@
+#include "reference/driver/run_command.hpp"
+
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "datasets/fashion_mnist.hpp"
+#include "reference/conv/library_conv.hpp"
+#include "reference/core/error.hpp"
+#include "reference/driver/format.hpp"
+#include "reference/driver/milestone.hpp"
+#include "reference/model/model.hpp"
+#include "reference/network/network.hpp"
+
+#ifdef CONVLAB_HAVE_CUDA
+#include "reference/conv/cudnn_conv.hpp"
+#include "reference/core/cuda_check.hpp"
+#include "reference/network/network_gpu.hpp"
+#endif
+
+namespace convlab {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+// One convolution run through the whole network.
+struct RunRecord {
+  std::string label;       // variant name, or the library convolution's name
+  std::string code_file;   // where its code lives (for advice)
+  std::string status = "ok";  // ok, not_implemented, error
+  std::string error;
+  NetworkRun run;
+  std::int64_t correct = 0;
+  std::optional<std::int64_t> expected;
+  bool reference = false;  // a library row shown for comparison, not the team's code
+};
+
+json shape_json(const ConvShape& s) {
+  return {{"B", s.B}, {"M", s.M}, {"C", s.C}, {"H", s.H}, {"W", s.W}, {"K", s.K}};
+}
+
+double flops_of(const NetworkRun& run) {
+  double f = 0.0;
+  for (const ConvLayerTime& t : run.conv_layers) f += t.shape.flops();
+  return f;
+}
+
+// Runs `body` and records its outcome; a stub or a failing kernel marks that run, not the
+// whole command, when several runs share one invocation.
+template <typename Body>
+void attempt(RunRecord& rec, bool keep_going, Body body) {
+  try {
+    rec.run = body();
+  } catch (const NotImplemented& e) {
+    if (!keep_going) throw;
+    rec.status = "not_implemented";
+    rec.error = e.what();
+  } catch (const Error& e) {
+    if (!keep_going) throw;
+    rec.status = "error";
+    rec.error = e.what();
+  }
+}
+
+}  // namespace
+
+int run_milestone(const RunOptions& opt, std::ostream& out, std::ostream& err) {
+  const auto wall_start = std::chrono::steady_clock::now();
+  const fs::path root = convlab_root();
+  const Milestone ms = load_milestone(root, opt.milestone);
+
+  const std::string device = opt.device.value_or(ms.default_device);
+  if (std::find(ms.devices.begin(), ms.devices.end(), device) == ms.devices.end()) {
+    throw Error("milestone " + ms.id + " runs on " + ms.devices.front() +
+                " only; --device chooses between cpu and gpu for m1");
+  }
+#ifndef CONVLAB_HAVE_CUDA
+  if (device == "gpu") {
+    throw Error("this convlab was built without CUDA, so milestone " + ms.id +
+                " cannot run here. Build with the default preset on a machine with the CUDA "
+                "toolkit (cmake --preset default), or run m1 --device cpu or m2.");
+  }
+#endif
+  if (opt.variant && ms.variants.empty()) {
+    throw Error("--variant applies to m3 and final; milestone " + ms.id + " has no variants");
+  }
+
+  std::vector<fs::path> model_dirs = opt.model_dirs;
+  model_dirs.push_back(root / "datasets" / "models");
+  const std::string model_name = opt.model.value_or(ms.default_model);
+  const fs::path model_path = find_model(model_name, model_dirs);
+  const std::int64_t n = opt.images.value_or(ms.default_images);
+
+  out << "Loading fashion-mnist data..." << std::flush;
+  const data::Dataset test = data::load_fashion_mnist(data::data_dir(opt.data), data::Split::test);
+  out << " done\n";
+  if (n < 1 || n > test.count) {
+    throw Error("N must be between 1 and " + std::to_string(test.count) +
+                " (the size of the test set), got " + std::to_string(n));
+  }
+  out << "Loading model..." << std::flush;
+  const Model model = load_model(model_path);
+  out << " done" << std::endl;
+
+  const Tensor input = test.images(n, model.input_scale);
+  const std::span<const std::uint8_t> labels(test.labels.data(), static_cast<std::size_t>(n));
+  auto expected = ms.expected(model.name, n, device);
+  if (!expected) {
+    if (auto it = model.expected_correct.find(n); it != model.expected_correct.end()) {
+      expected = it->second;
+    }
+  }
+
+  if (opt.runs < 1 || opt.runs > 100) {
+    throw Error("--runs must be between 1 and 100, got " + std::to_string(opt.runs));
+  }
+  // The GPU makes one untimed warm-up call first (module loading, first-touch costs).
+  const TimingOptions cpu_timing{0, opt.runs};
+  [[maybe_unused]] const TimingOptions gpu_timing{1, opt.runs};
+  std::vector<RunRecord> records;
+  json gpu_json = nullptr;
+  if (ms.id == "m1" && device == "cpu") {
+    RunRecord& rec = records.emplace_back();
+    rec.label = "reference";
+    rec.code_file = "reference/conv/library_conv_cpu.cpp";
+    rec.run = run_network_cpu(model, input, conv_forward_reference, cpu_timing);
+  } else if (ms.id == "m2") {
+    RunRecord& rec = records.emplace_back();
+    rec.label = "cpu";
+    rec.code_file = "student/m2/conv_cpu.cpp";
+    rec.run = run_network_cpu(model, input, cpu_conv(opt.impl), cpu_timing);
+  } else {
+#ifdef CONVLAB_HAVE_CUDA
+    const GpuInfo info = gpu_info();
+    gpu_json = {{"name", info.name},
+                {"driver", info.driver},
+                {"sm_count", info.sm_count},
+                {"compute_capability", info.compute_capability}};
+    if (ms.id == "m1") {
+      RunRecord& rec = records.emplace_back();
+      rec.label = "cudnn";
+      rec.code_file = "reference/conv/cudnn_conv.cu";
+      rec.run = run_network_gpu(model, input, conv_forward_cudnn, "cuDNN", gpu_timing);
+    } else {
+      const std::string choice = opt.variant.value_or(ms.default_variant);
+      std::vector<const GpuVariant*> chosen;
+      if (choice == "all") {
+        // The baseline comes first so every other variant has a speedup to show.
+        chosen.push_back(&find_gpu_variant("baseline"));
+        for (const std::string& v : ms.variants) {
+          if (v != "baseline") chosen.push_back(&find_gpu_variant(v));
+        }
+      } else {
+        const GpuVariant& v = find_gpu_variant(choice);
+        if (std::find(ms.variants.begin(), ms.variants.end(), v.name) == ms.variants.end()) {
+          throw Error("variant " + choice + " belongs to milestone " + std::string(v.milestone) +
+                      ", not " + ms.id);
+        }
+        chosen.push_back(&v);
+      }
+      const bool all = choice == "all";
+      for (const GpuVariant* v : chosen) {
+        RunRecord& rec = records.emplace_back();
+        rec.label = std::string(v->name);
+        rec.code_file = opt.impl == Impl::student ? std::string(v->student_file)
+                                                  : "reference/solutions/" +
+                                                        std::string(v->student_file).substr(8);
+        attempt(rec, all, [&] {
+          return run_network_gpu(model, input, v->launcher(opt.impl), rec.label, gpu_timing);
+        });
+      }
+      if (all) {
+        RunRecord& rec = records.emplace_back();
+        rec.label = "cudnn";
+        rec.reference = true;
+        rec.run = run_network_gpu(model, input, conv_forward_cudnn, "cuDNN", gpu_timing);
+      }
+    }
+#endif
+  }
+
+  for (RunRecord& rec : records) {
+    if (rec.status != "ok") continue;
+    rec.correct = count_correct(predictions(rec.run.output), labels);
+    rec.expected = expected;
+  }
+
+  const bool table = records.size() > 1;
+  if (!table) {
+    const RunRecord& rec = records.front();
+    out << "Op Time: " << format_seconds(rec.run.op_time()) << "\n";
+    out << "Correctness: " << format_accuracy(static_cast<double>(rec.correct) / n)
+        << " Model: " << model.name << std::endl;
+  } else {
+    double baseline_time = 0.0;
+    for (const RunRecord& rec : records) {
+      if (rec.label == "baseline" && rec.status == "ok") baseline_time = rec.run.op_time();
+    }
+    std::vector<std::vector<std::string>> rows;
+    for (const RunRecord& rec : records) {
+      if (rec.status != "ok") {
+        rows.push_back({rec.label, "-", "-", "-", "-",
+                        rec.status == "not_implemented" ? "not implemented" : "error"});
+        continue;
+      }
+      const double t = rec.run.op_time();
+      char speed[32], gflops[32], ms_text[32];
+      std::snprintf(ms_text, sizeof ms_text, "%.3f", t * 1e3);
+      std::snprintf(speed, sizeof speed, "%.2fx", baseline_time > 0 && t > 0 ? baseline_time / t : 0.0);
+      std::snprintf(gflops, sizeof gflops, "%.0f", t > 0 ? flops_of(rec.run) / t / 1e9 : 0.0);
+      const bool ok = !rec.expected || rec.correct == *rec.expected;
+      rows.push_back({rec.label + (rec.reference ? " (library)" : ""), ms_text,
+                      baseline_time > 0 ? speed : "-", gflops,
+                      format_accuracy(static_cast<double>(rec.correct) / n),
+                      rec.expected ? (ok ? "correct" : "WRONG") : "no expectation"});
+    }
+    out << "Model: " << model.name << ", " << n << " images, " << impl_name(opt.impl)
+        << " code";
+    if (!gpu_json.is_null()) out << ", " << gpu_json["name"].get<std::string>();
+    out << "\n\n"
+        << format_table({"variant", "Op Time (ms)", "speedup vs baseline", "GFLOP/s",
+                         "correctness", "check"},
+                        rows, {1, 2, 3});
+    for (const RunRecord& rec : records) {
+      if (rec.status != "ok") err << rec.label << ": " << rec.error << "\n";
+    }
+  }
+
+  int code = 0;
+  for (const RunRecord& rec : records) {
+    if (rec.status == "ok" && rec.expected && rec.correct != *rec.expected && !rec.reference) {
+      code = kExitIncorrect;
+      err << "convlab: " << rec.label << " got " << rec.correct << " of " << n
+          << " images right; model " << model.name << " expects " << *rec.expected << " ("
+          << format_accuracy(static_cast<double>(*rec.expected) / n) << "). The convolution in "
+          << rec.code_file
+          << " computes something else: check its indexing against the formula in the handout "
+             "and test it on a small N.\n";
+    }
+  }
+
+  if (opt.json) {
+    json runs = json::array();
+    for (const RunRecord& rec : records) {
+      json r = {{"variant", rec.label}, {"status", rec.status}, {"library", rec.reference}};
+      if (rec.status != "ok") {
+        r["error"] = rec.error;
+      } else {
+        json layers = json::array();
+        for (const ConvLayerTime& t : rec.run.conv_layers) {
+          layers.push_back({{"layer", t.layer},
+                            {"shape", shape_json(t.shape)},
+                            {"seconds", t.seconds},
+                            {"median_seconds", t.median()},
+                            {"samples", t.samples},
+                            {"flops", t.shape.flops()}});
+        }
+        r["op_time_s"] = rec.run.op_time();
+        r["gflops"] = rec.run.op_time() > 0 ? flops_of(rec.run) / rec.run.op_time() / 1e9 : 0.0;
+        r["correct"] = rec.correct;
+        r["accuracy"] = static_cast<double>(rec.correct) / n;
+        r["expected_correct"] = rec.expected ? json(*rec.expected) : json(nullptr);
+        r["matches_expected"] = !rec.expected || rec.correct == *rec.expected;
+        r["conv_layers"] = layers;
+      }
+      runs.push_back(r);
+    }
+    const json report = {
+        {"convlab_version", CONVLAB_VERSION},
+        {"milestone", ms.id},
+        {"model", model.name},
+        {"model_file", model_path.string()},
+        {"images", n},
+        {"timed_runs", opt.runs},
+        {"impl", impl_name(opt.impl)},
+        {"device", device},
+        {"gpu", gpu_json},
+        {"runs", runs},
+        {"wall_time_s",
+         std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count()}};
+    std::ofstream f(*opt.json);
+    if (!f) throw Error("cannot write the JSON report to " + opt.json->string());
+    f << report.dump(2) << "\n";
+  }
+  return code;
+}
+
+}  // namespace convlab

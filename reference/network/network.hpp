@@ -1,0 +1,93 @@
+/// @file
+/// @brief Runs a model's network over a batch of images and times its convolutions (Op Time).
+///
+/// Op Time is the wall-clock time of the convolution call(s) alone, with the device
+/// synchronised before and after each call, summed over the network's conv layers. Per-layer
+/// figures are kept. Everything else (data loading, copies, other layers) is outside it.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "reference/conv/conv_shape.hpp"
+#include "reference/core/tensor.hpp"
+#include "reference/model/model.hpp"
+#include "reference/network/op_timer.hpp"
+
+namespace convlab {
+
+/// The time one conv layer spent in the convolution under test.
+struct ConvLayerTime {
+  int layer = 0;    ///< index in Model::layers
+  ConvShape shape;  ///< the call's sizes
+  /// Op Time of this layer: seconds in the convolution call, device synchronised before and
+  /// after; the fastest timed call (the original rule: keep the minimum).
+  double seconds = 0.0;
+  std::vector<double> samples;  ///< every timed call, in order
+
+  /// Median of the samples.
+  double median() const;
+};
+
+/// How the runner times each convolution.
+struct TimingOptions {
+  int warmup = 0;  ///< untimed calls before the timed ones (module loading, caches)
+  int runs = 1;    ///< timed calls; the layer's figure is the fastest
+};
+
+/// What a run of the network produced.
+struct NetworkRun {
+  Tensor output;  ///< [N, classes]: the last layer's output (probabilities after softmax)
+  std::vector<ConvLayerTime> conv_layers;  ///< one entry per conv layer, in order
+
+  /// Op Time: seconds summed over conv_layers.
+  double op_time() const;
+};
+
+/// A CPU convolution the runner calls for every conv layer (host pointers).
+using CpuConvCall = std::function<void(float* y, const float* x, const float* k, const ConvShape&)>;
+
+/// Runs `model` on `input` ([N, C, H, W] matching model.input) on the CPU, calling `conv` for
+/// every conv layer and the CPU layers for the rest. Images go through the network 128 at a
+/// time (so intermediates stay in cache): `conv` is called once per chunk with B <= 128, and a
+/// layer's Op Time is the sum over its calls. Throws Error on a shape mismatch.
+NetworkRun run_network_cpu(const Model& model, const Tensor& input, const CpuConvCall& conv,
+                           const TimingOptions& timing = {});
+
+/// Index of the largest value of each row of `output` (first one on ties).
+std::vector<int> predictions(const Tensor& output);
+
+/// How many predictions equal their label (the first predictions.size() labels are used).
+std::int64_t count_correct(std::span<const int> predictions,
+                           std::span<const std::uint8_t> labels);
+
+/// Runs `call` timing.warmup times untimed, then timing.runs times timed with time_call(sync),
+/// running `prepare` (untimed: it poisons the output) before every call. Returns the layer's
+/// figures. Shared by the CPU and GPU runners.
+template <typename Prepare, typename Sync, typename Call>
+ConvLayerTime time_conv_layer(int layer, const ConvShape& shape, const TimingOptions& timing,
+                              Prepare&& prepare, Sync&& sync, Call&& call);
+
+/// Throws Error unless `input` is [N, C, H, W] with [C, H, W] == model.input and N >= 1.
+void check_input(const Model& model, const Tensor& input);
+
+template <typename Prepare, typename Sync, typename Call>
+ConvLayerTime time_conv_layer(int layer, const ConvShape& shape, const TimingOptions& timing,
+                              Prepare&& prepare, Sync&& sync, Call&& call) {
+  for (int i = 0; i < timing.warmup; ++i) {
+    prepare();
+    call();
+  }
+  ConvLayerTime t{layer, shape, 0.0, {}};
+  for (int i = 0; i < std::max(1, timing.runs); ++i) {
+    prepare();
+    t.samples.push_back(time_call(sync, call));
+  }
+  t.seconds = *std::min_element(t.samples.begin(), t.samples.end());
+  return t;
+}
+
+}  // namespace convlab

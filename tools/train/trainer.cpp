@@ -1,0 +1,327 @@
+#include "tools/train/trainer.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <numbers>
+
+#include "reference/core/error.hpp"
+#include "reference/core/parallel.hpp"
+#include "tools/train/net.hpp"
+#include "tools/train/rng.hpp"
+
+namespace convlab::tools {
+namespace {
+
+Layer weighted(LayerKind kind, const std::string& weight, const std::string& bias, Shape w_shape) {
+  Layer l;
+  l.kind = kind;
+  l.weight_name = weight;
+  l.weight = Tensor(w_shape);
+  if (!bias.empty()) {
+    l.bias_name = bias;
+    l.bias = Tensor(Shape{w_shape[0]});
+  }
+  return l;
+}
+
+Layer plain(LayerKind kind) {
+  Layer l;
+  l.kind = kind;
+  return l;
+}
+
+Layer pool(int size, int stride) {
+  Layer l;
+  l.kind = LayerKind::maxpool;
+  l.pool_size = size;
+  l.pool_stride = stride;
+  return l;
+}
+
+/// Copies images [order[first], ...) of `data` into `input` (scaled) and their labels.
+void gather(const data::Dataset& data, const std::uint32_t* order, std::int64_t count,
+            float scale, float* input, std::uint8_t* labels) {
+  const std::int64_t pixels = std::int64_t{data.rows} * data.cols;
+  for (std::int64_t j = 0; j < count; ++j) {
+    const std::int64_t img = order != nullptr ? order[j] : j;
+    const std::uint8_t* src = data.pixels.data() + img * pixels;
+    float* dst = input + j * pixels;
+    for (std::int64_t k = 0; k < pixels; ++k) dst[k] = static_cast<float>(src[k]) * scale;
+    labels[j] = data.labels[static_cast<std::size_t>(img)];
+  }
+}
+
+void check_data(const Model& model, const NetPlan& plan, const data::Dataset& data,
+                std::int64_t n) {
+  if (std::int64_t{data.rows} * data.cols != plan.input_size || model.input[0] != 1) {
+    throw Error("model '" + model.name + "' expects input " + shape_string(model.input) +
+                ", data has " + std::to_string(data.rows) + "x" + std::to_string(data.cols) +
+                " images");
+  }
+  if (n < 1 || n > data.count) {
+    throw Error("asked for " + std::to_string(n) + " images, data has " +
+                std::to_string(data.count));
+  }
+}
+
+/// Runs fn(correct, loss) over the first n images in fixed groups; used by the evaluations.
+struct Score {
+  std::int64_t correct = 0;
+  double loss = 0.0;
+};
+
+Score score(const Model& model, const data::Dataset& data, std::int64_t n) {
+  const NetPlan plan = make_plan(model);
+  check_data(model, plan, data, n);
+  const std::vector<float> params = flatten_params<float>(plan, model);
+  constexpr std::int64_t kGroup = 32;
+  const std::int64_t groups = (n + kGroup - 1) / kGroup;
+  std::vector<Score> per_group(static_cast<std::size_t>(groups));
+  parallel_for(groups, [&](std::int64_t g0, std::int64_t g1) {
+    Workspace<float> ws = make_workspace<float>(plan, static_cast<int>(kGroup));
+    std::vector<std::uint8_t> labels(kGroup);
+    for (std::int64_t g = g0; g < g1; ++g) {
+      const std::int64_t first = g * kGroup, count = std::min(kGroup, n - first);
+      std::vector<std::uint32_t> order(static_cast<std::size_t>(count));
+      for (std::int64_t j = 0; j < count; ++j) order[static_cast<std::size_t>(j)] = static_cast<std::uint32_t>(first + j);
+      gather(data, order.data(), count, model.input_scale, ws.input.data(), labels.data());
+      forward(plan, params.data(), static_cast<int>(count), ws);
+      const float* logits = ws.acts[static_cast<std::size_t>(plan.logits_layer)].data();
+      Score s;
+      for (std::int64_t j = 0; j < count; ++j) {
+        const float* z = logits + j * plan.classes;
+        if (argmax_of(z, plan.classes) == labels[static_cast<std::size_t>(j)]) ++s.correct;
+        double mx = z[0];
+        for (std::int64_t k = 1; k < plan.classes; ++k) mx = std::max(mx, double{z[k]});
+        double sum = 0.0;
+        for (std::int64_t k = 0; k < plan.classes; ++k) sum += std::exp(double{z[k]} - mx);
+        s.loss += mx + std::log(sum) - z[labels[static_cast<std::size_t>(j)]];
+      }
+      per_group[static_cast<std::size_t>(g)] = s;
+    }
+  });
+  Score total;
+  for (const Score& s : per_group) {
+    total.correct += s.correct;
+    total.loss += s.loss;
+  }
+  return total;
+}
+
+}  // namespace
+
+std::vector<std::string> architecture_names() { return {"ece408", "two-conv"}; }
+
+Model make_architecture(const std::string& arch, std::uint32_t seed) {
+  Model m;
+  m.name = arch;
+  m.input = {1, 28, 28};
+  m.input_scale = 1.0f / 255.0f;
+  if (arch == "ece408") {
+    m.layers = {weighted(LayerKind::conv, "conv1.weight", "", {50, 1, 5, 5}),
+                plain(LayerKind::tanh),
+                pool(2, 2),
+                plain(LayerKind::flatten),
+                weighted(LayerKind::fc, "fc1.weight", "fc1.bias", {128, 7200}),
+                plain(LayerKind::tanh),
+                weighted(LayerKind::fc, "fc2.weight", "fc2.bias", {10, 128}),
+                plain(LayerKind::softmax)};
+  } else if (arch == "two-conv") {
+    m.layers = {weighted(LayerKind::conv, "conv1.weight", "", {8, 1, 5, 5}),
+                plain(LayerKind::relu),
+                pool(2, 2),
+                weighted(LayerKind::conv, "conv2.weight", "", {16, 8, 3, 3}),
+                plain(LayerKind::relu),
+                pool(2, 2),
+                plain(LayerKind::flatten),
+                weighted(LayerKind::fc, "fc1.weight", "fc1.bias", {64, 400}),
+                plain(LayerKind::relu),
+                weighted(LayerKind::fc, "fc2.weight", "fc2.bias", {10, 64}),
+                plain(LayerKind::softmax)};
+  } else {
+    throw Error("unknown architecture '" + arch + "' (known: ece408, two-conv)");
+  }
+  init_weights(m, seed);
+  return m;
+}
+
+void init_weights(Model& model, std::uint32_t seed) {
+  Rng rng(seed);
+  for (std::size_t i = 0; i < model.layers.size(); ++i) {
+    Layer& layer = model.layers[i];
+    if (layer.kind != LayerKind::conv && layer.kind != LayerKind::fc) continue;
+    const Shape& s = layer.weight.shape();
+    const std::int64_t receptive = s.size() == 4 ? s[2] * s[3] : 1;
+    const double fan_in = static_cast<double>(s[1] * receptive);
+    const double fan_out = static_cast<double>(s[0] * receptive);
+    // The next activation decides the scale; a layer straight into softmax counts as linear.
+    bool relu_next = false;
+    for (std::size_t j = i + 1; j < model.layers.size(); ++j) {
+      const LayerKind k = model.layers[j].kind;
+      if (k == LayerKind::relu) relu_next = true;
+      if (k == LayerKind::relu || k == LayerKind::tanh || k == LayerKind::softmax ||
+          k == LayerKind::conv || k == LayerKind::fc) {
+        break;
+      }
+    }
+    const auto bound = static_cast<float>(relu_next ? std::sqrt(6.0 / fan_in)
+                                                    : std::sqrt(6.0 / (fan_in + fan_out)));
+    for (float& v : layer.weight.values()) v = rng.symmetric(bound);
+    for (float& v : layer.bias.values()) v = 0.0f;
+  }
+}
+
+std::vector<EpochReport> train_model(Model& model, const data::Dataset& train,
+                                     const data::Dataset* test, const TrainOptions& options,
+                                     const EpochCallback& on_epoch) {
+  using clock = std::chrono::steady_clock;
+  const NetPlan plan = make_plan(model);
+  const std::int64_t n_train =
+      options.train_limit > 0 ? std::min(options.train_limit, train.count) : train.count;
+  check_data(model, plan, train, n_train);
+  if (options.batch < 1 || options.slices < 1 || options.epochs < 0) {
+    throw Error("batch, slices and epochs must be positive");
+  }
+  const bool adam = options.optimizer == "adam";
+  if (!adam && options.optimizer != "sgd") {
+    throw Error("unknown optimizer '" + options.optimizer + "' (sgd, adam)");
+  }
+  if (options.schedule != "cosine" && options.schedule != "constant") {
+    throw Error("unknown lr schedule '" + options.schedule + "' (cosine, constant)");
+  }
+
+  const auto P = static_cast<std::size_t>(plan.param_count);
+  std::vector<float> params = flatten_params<float>(plan, model);
+  // Which parameters are weights (decayed) rather than biases.
+  std::vector<unsigned char> decays(P, 0);
+  for (const LayerPlan& L : plan.layers) {
+    if (L.weight_offset >= 0) {
+      std::fill_n(decays.begin() + L.weight_offset, L.weight_size, 1);
+    }
+  }
+  const int S = options.slices;
+  const int capacity = (options.batch + S - 1) / S;
+  std::vector<Workspace<float>> ws;
+  std::vector<std::vector<float>> grads(static_cast<std::size_t>(S), std::vector<float>(P));
+  std::vector<std::vector<std::uint8_t>> labels(static_cast<std::size_t>(S),
+                                                std::vector<std::uint8_t>(static_cast<std::size_t>(capacity)));
+  for (int s = 0; s < S; ++s) ws.push_back(make_workspace<float>(plan, capacity));
+  std::vector<double> slice_loss(static_cast<std::size_t>(S));
+  std::vector<std::int64_t> slice_correct(static_cast<std::size_t>(S));
+  std::vector<float> m1(P, 0.0f), m2(adam ? P : 0, 0.0f);
+
+  std::vector<std::uint32_t> order(static_cast<std::size_t>(n_train));
+  // The data order has its own stream, so it does not shift when the init changes.
+  Rng order_rng(options.seed * 2654435761u + 0x6a09e667u);
+
+  const std::int64_t steps_per_epoch = (n_train + options.batch - 1) / options.batch;
+  const std::int64_t total_steps = steps_per_epoch * options.epochs;
+  std::int64_t step = 0;
+
+  std::vector<EpochReport> reports;
+  {
+    EpochReport r;
+    if (test != nullptr) {
+      r.test_accuracy = static_cast<double>(count_correct(model, *test, test->count)) /
+                        static_cast<double>(test->count);
+    }
+    reports.push_back(r);
+    if (on_epoch) on_epoch(r, model);
+  }
+  for (int epoch = 1; epoch <= options.epochs; ++epoch) {
+    const auto t0 = clock::now();
+    for (std::size_t k = 0; k < order.size(); ++k) order[k] = static_cast<std::uint32_t>(k);
+    for (std::size_t k = order.size(); k > 1; --k) {
+      std::swap(order[k - 1], order[order_rng.below(static_cast<std::uint32_t>(k))]);
+    }
+    double epoch_loss = 0.0;
+    std::int64_t epoch_correct = 0;
+    for (std::int64_t start = 0; start < n_train; start += options.batch) {
+      const std::int64_t n = std::min<std::int64_t>(options.batch, n_train - start);
+      const auto run_slice = [&](std::int64_t s) {
+        const auto su = static_cast<std::size_t>(s);
+        std::fill(grads[su].begin(), grads[su].end(), 0.0f);
+        slice_loss[su] = 0.0;
+        slice_correct[su] = 0;
+        const std::int64_t lo = n * s / S, hi = n * (s + 1) / S, count = hi - lo;
+        if (count == 0) return;
+        gather(train, order.data() + start + lo, count, model.input_scale, ws[su].input.data(),
+               labels[su].data());
+        forward(plan, params.data(), static_cast<int>(count), ws[su]);
+        slice_loss[su] = backward(plan, params.data(), labels[su].data(), static_cast<int>(count),
+                                  ws[su], grads[su].data(), &slice_correct[su]);
+      };
+      if (options.parallel) {
+        parallel_for(S, [&](std::int64_t s0, std::int64_t s1) {
+          for (std::int64_t s = s0; s < s1; ++s) run_slice(s);
+        });
+      } else {
+        for (std::int64_t s = 0; s < S; ++s) run_slice(s);
+      }
+      for (int s = 0; s < S; ++s) {
+        epoch_loss += slice_loss[static_cast<std::size_t>(s)];
+        epoch_correct += slice_correct[static_cast<std::size_t>(s)];
+      }
+      double lr = options.lr;
+      if (options.schedule == "cosine" && total_steps > 0) {
+        lr *= 0.5 * (1.0 + std::cos(std::numbers::pi * static_cast<double>(step) /
+                                    static_cast<double>(total_steps)));
+      }
+      ++step;
+      const auto lr_f = static_cast<float>(lr);
+      const auto inv_n = static_cast<float>(1.0 / static_cast<double>(n));
+      const auto wd = static_cast<float>(options.weight_decay);
+      const auto mom = static_cast<float>(options.momentum);
+      const float beta2 = 0.999f;
+      const auto bias1 = static_cast<float>(1.0 - std::pow(options.momentum, static_cast<double>(step)));
+      const auto bias2 = static_cast<float>(1.0 - std::pow(0.999, static_cast<double>(step)));
+      // Element-wise update: each element's arithmetic is fixed, so the split does not matter.
+      const auto update = [&](std::int64_t k0, std::int64_t k1) {
+        for (std::int64_t k = k0; k < k1; ++k) {
+          const auto ku = static_cast<std::size_t>(k);
+          float g = 0.0f;
+          for (int s = 0; s < S; ++s) g += grads[static_cast<std::size_t>(s)][ku];
+          g *= inv_n;
+          if (decays[ku] != 0) g += wd * params[ku];
+          if (adam) {
+            m1[ku] = mom * m1[ku] + (1.0f - mom) * g;
+            m2[ku] = beta2 * m2[ku] + (1.0f - beta2) * g * g;
+            params[ku] -= lr_f * (m1[ku] / bias1) / (std::sqrt(m2[ku] / bias2) + 1e-8f);
+          } else {
+            m1[ku] = mom * m1[ku] + g;
+            params[ku] -= lr_f * m1[ku];
+          }
+        }
+      };
+      if (options.parallel) {
+        parallel_for(static_cast<std::int64_t>(P), update);
+      } else {
+        update(0, static_cast<std::int64_t>(P));
+      }
+    }
+    store_params(plan, params, model);
+    EpochReport r;
+    r.epoch = epoch;
+    r.loss = epoch_loss / static_cast<double>(n_train);
+    r.train_accuracy = static_cast<double>(epoch_correct) / static_cast<double>(n_train);
+    if (test != nullptr) {
+      r.test_accuracy = static_cast<double>(count_correct(model, *test, test->count)) /
+                        static_cast<double>(test->count);
+    }
+    r.seconds = std::chrono::duration<double>(clock::now() - t0).count();
+    reports.push_back(r);
+    if (on_epoch) on_epoch(r, model);
+  }
+  return reports;
+}
+
+std::int64_t count_correct(const Model& model, const data::Dataset& data, std::int64_t n) {
+  return score(model, data, n).correct;
+}
+
+double mean_loss(const Model& model, const data::Dataset& data, std::int64_t n) {
+  return score(model, data, n).loss / static_cast<double>(n);
+}
+
+}  // namespace convlab::tools
