@@ -16,15 +16,18 @@ void cuda_check(cudaError_t status, const char* call, const char* file, int line
 bool cuda_device_available(std::string* reason) {
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);
-  if (status != cudaSuccess || count == 0) {
-    if (reason != nullptr) {
-      *reason = status != cudaSuccess
-                    ? std::string("no usable CUDA device (") + cudaGetErrorString(status) + ")"
-                    : std::string("no CUDA device in this machine");
+  if (status == cudaSuccess && count > 0) return true;
+  if (reason != nullptr) {
+    if (status == cudaErrorInsufficientDriver) {
+      *reason = "no usable CUDA device: no NVIDIA driver is loaded, or it is older than this "
+                "CUDA runtime";
+    } else if (status != cudaSuccess) {
+      *reason = std::string("no usable CUDA device (") + cudaGetErrorString(status) + ")";
+    } else {
+      *reason = "no CUDA device in this machine";
     }
-    return false;
   }
-  return true;
+  return false;
 }
 
 DeviceBuffer::DeviceBuffer(std::int64_t count) : count_(count) {

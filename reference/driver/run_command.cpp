@@ -199,31 +199,47 @@ int run_milestone(const RunOptions& opt, std::ostream& out, std::ostream& err) {
     for (const RunRecord& rec : records) {
       if (rec.label == "baseline" && rec.status == "ok") baseline_time = rec.run.op_time();
     }
+    const bool medians = opt.runs > 1;
+    const auto ms_text = [](double seconds) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.3f", seconds * 1e3);
+      return std::string(buf);
+    };
     std::vector<std::vector<std::string>> rows;
     for (const RunRecord& rec : records) {
+      std::vector<std::string> row{rec.label + (rec.reference ? " (library)" : "")};
       if (rec.status != "ok") {
-        rows.push_back({rec.label, "-", "-", "-", "-",
-                        rec.status == "not_implemented" ? "not implemented" : "error"});
+        row.insert(row.end(), medians ? 5 : 4, "-");
+        row.push_back(rec.status == "not_implemented" ? "not implemented" : "error");
+        rows.push_back(row);
         continue;
       }
       const double t = rec.run.op_time();
-      char speed[32], gflops[32], ms_text[32];
-      std::snprintf(ms_text, sizeof ms_text, "%.3f", t * 1e3);
+      double median = 0.0;
+      for (const ConvLayerTime& l : rec.run.conv_layers) median += l.median();
+      char speed[32], gflops[32];
       std::snprintf(speed, sizeof speed, "%.2fx", baseline_time > 0 && t > 0 ? baseline_time / t : 0.0);
       std::snprintf(gflops, sizeof gflops, "%.0f", t > 0 ? flops_of(rec.run) / t / 1e9 : 0.0);
       const bool ok = !rec.expected || rec.correct == *rec.expected;
-      rows.push_back({rec.label + (rec.reference ? " (library)" : ""), ms_text,
-                      baseline_time > 0 ? speed : "-", gflops,
-                      format_accuracy(static_cast<double>(rec.correct) / n),
-                      rec.expected ? (ok ? "correct" : "WRONG") : "no expectation"});
+      row.push_back(ms_text(t));
+      if (medians) row.push_back(ms_text(median));
+      row.push_back(baseline_time > 0 ? speed : "-");
+      row.push_back(gflops);
+      row.push_back(format_accuracy(static_cast<double>(rec.correct) / n));
+      row.push_back(rec.expected ? (ok ? "correct" : "WRONG") : "no expectation");
+      rows.push_back(row);
     }
     out << "Model: " << model.name << ", " << n << " images, " << impl_name(opt.impl)
         << " code";
     if (!gpu_json.is_null()) out << ", " << gpu_json["name"].get<std::string>();
-    out << "\n\n"
-        << format_table({"variant", "Op Time (ms)", "speedup vs baseline", "GFLOP/s",
-                         "correctness", "check"},
-                        rows, {1, 2, 3});
+    if (medians) out << ", fastest and median of " << opt.runs << " timed runs";
+    out << "\n\n";
+    std::vector<std::string> header{"variant", "Op Time (ms)"};
+    if (medians) header.push_back("median (ms)");
+    header.insert(header.end(), {"speedup vs baseline", "GFLOP/s", "correctness", "check"});
+    std::vector<int> right{1, 2, 3};
+    if (medians) right.push_back(4);
+    out << format_table(header, rows, right);
     for (const RunRecord& rec : records) {
       if (rec.status != "ok") err << rec.label << ": " << rec.error << "\n";
     }

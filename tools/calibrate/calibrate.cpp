@@ -226,7 +226,7 @@ RepairResult repair_margins(Model& model, const Evaluation& eval, double bound,
   std::vector<double> z(static_cast<std::size_t>(N * C));
   struct State {
     bool same = true;     ///< every prediction unchanged
-    double min = 0.0;     ///< smallest margin
+    double min = 0.0;     ///< smallest margin, relative to the original predictions
     double loss = 0.0;    ///< 1/2 sum over pairs of max(0, goal - gap)^2
   };
   // Logits of every image under `th` into z, and the state they give.
@@ -265,9 +265,10 @@ RepairResult repair_margins(Model& model, const Evaluation& eval, double bound,
     }
   }
   // Gradient descent on the squared hinge loss, which is smooth and convex in theta (the
-  // features stay fixed). It reaches zero (every gap >= goal) because scaling theta up
-  // separates the current predictions as far as wanted; once the loss is below bound^2 / 2,
-  // every margin is above the bound. Each step keeps every prediction.
+  // features stay fixed). Its minimum is zero (every gap >= goal): scaling theta up separates
+  // the original predictions as far as wanted. Once every margin is above the bound, every
+  // prediction is the original one again, whatever happened on the way; demanding that each
+  // step keep every prediction instead can stall at a point where two margins trade off.
   std::vector<double> dir(theta.size()), trial(theta.size());
   constexpr int kMaxSteps = 20000;
   while (current.min < bound) {
@@ -326,7 +327,7 @@ RepairResult repair_margins(Model& model, const Evaluation& eval, double bound,
         for (std::int64_t k = 0; k < C; ++k) trial[static_cast<std::size_t>(k * row + F)] = 0.0;
       }
       const State st = evaluate(trial);
-      if (st.same && st.loss < current.loss) {
+      if (st.loss < current.loss) {
         theta.swap(trial);
         current = st;
         accepted = true;
@@ -350,6 +351,7 @@ RepairResult repair_margins(Model& model, const Evaluation& eval, double bound,
     }
     if (has_bias) fc.bias.data()[k] = static_cast<float>(theta[static_cast<std::size_t>(k * row + F)]);
   }
+  if (!current.same) throw Error("repair_margins: a prediction changed (internal error)");
   result.min_margin_after = current.min;
   return result;
 }

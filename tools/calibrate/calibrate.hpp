@@ -79,7 +79,7 @@ struct RepairResult {
 
 /// Raises every image's margin to at least `bound` by small changes of the last fc layer only
 /// (weights and bias), pushing each low-margin image towards its current prediction (right or
-/// wrong) and never changing any prediction. `eval` must come from evaluate_exact(model, ...,
+/// wrong); every final prediction is the one it started with. `eval` must come from evaluate_exact(model, ...,
 /// keep_inputs = true). Throws Error if it cannot reach the bound.
 RepairResult repair_margins(Model& model, const Evaluation& eval, double bound,
                             const std::function<void(const std::string&)>& log);

@@ -44,6 +44,7 @@ int main(int argc, char** argv) {
   std::optional<std::int64_t> target;
   double min_margin = 1e-3;
   int scan_points = 20;
+  std::optional<double> fixed_t;
   std::optional<std::string> data_flag;
   app.add_option("--from", from, "Model A (t = 0); alone: the model to repair")->required();
   app.add_option("--to", to, "Model B (t = 1): search weights (1-t)A + tB");
@@ -55,6 +56,11 @@ int main(int argc, char** argv) {
   app.add_option("--out", out, "Output model file")->required();
   app.add_option("--scan-points", scan_points, "Coarse steps of t before bisection")
       ->check(CLI::Range(1, 1000));
+  app.add_option("--t", fixed_t,
+                 "Use this t (a value an earlier search printed) instead of searching; it must "
+                 "still give the target count")
+      ->needs("--to")
+      ->check(CLI::Range(0.0, 1.0));
   app.add_option("--data", data_flag, "Fashion-MNIST directory");
   CLI11_PARSE(app, argc, argv);
   if (!to.empty() && !target) {
@@ -82,10 +88,22 @@ int main(int argc, char** argv) {
                  {"from", {{"file", fs::path(from).filename().string()}, {"provenance", provenance_of(a)}}}};
     if (!to.empty()) {
       const convlab::Model b = convlab::load_model(to);
-      say("Searching t for " + std::to_string(*target) + " correct of " + std::to_string(n) +
-          " between " + from + " (t=0) and " + to + " (t=1)");
-      const convlab::tools::TargetSearch found =
-          convlab::tools::find_target(a, b, test, n, *target, scan_points, say);
+      convlab::tools::TargetSearch found;
+      if (fixed_t) {
+        found.t = *fixed_t;
+        found.correct =
+            convlab::tools::evaluate_exact(convlab::tools::interpolate(a, b, *fixed_t), test, n, false)
+                .correct(n);
+        found.evaluations = 1;
+        if (found.correct != *target) {
+          throw convlab::Error("--t gives " + std::to_string(found.correct) + " correct, not " +
+                               std::to_string(*target));
+        }
+      } else {
+        say("Searching t for " + std::to_string(*target) + " correct of " + std::to_string(n) +
+            " between " + from + " (t=0) and " + to + " (t=1)");
+        found = convlab::tools::find_target(a, b, test, n, *target, scan_points, say);
+      }
       model = convlab::tools::interpolate(a, b, found.t);
       prov["to"] = {{"file", fs::path(to).filename().string()}, {"provenance", provenance_of(b)}};
       prov["t"] = found.t;
