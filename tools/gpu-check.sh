@@ -16,9 +16,9 @@ convlab=build/default/reference/driver/convlab
 failures=0
 step() { echo; echo "== $*"; }
 want() { [[ " $stages " == *" $1 "* ]]; }
-check() {  # check NAME COMMAND...: runs, logs, counts failures
+check() {  # check NAME COMMAND...: runs (at most CHECK_TIMEOUT seconds), logs, counts failures
   local name=$1; shift
-  if "$@" >"$logdir/$name.log" 2>&1; then echo "ok    $name"; else echo "FAIL  $name (see $name.log)"; failures=$((failures + 1)); fi
+  if timeout "${CHECK_TIMEOUT:-600}" "$@" >"$logdir/$name.log" 2>&1; then echo "ok    $name"; else echo "FAIL  $name (see $name.log)"; failures=$((failures + 1)); fi
 }
 
 step "machine"
@@ -55,6 +55,7 @@ fi
 if want sanitize; then
 step "compute-sanitizer: memcheck, racecheck and initcheck on every variant"
 n=1000
+export CHECK_TIMEOUT=90
 check sanitize-cudnn compute-sanitizer --tool memcheck --error-exitcode 9 "$convlab" run m1 baseline "$n" --device gpu
 for v in baseline shared_tiling threads_1024 unroll constant_memory best; do
   ms=final; [ "$v" = baseline ] && ms=m3
@@ -64,6 +65,7 @@ for v in baseline shared_tiling threads_1024 unroll constant_memory best; do
   check "initcheck-$v" compute-sanitizer --tool initcheck --error-exitcode 9 "$convlab" run "$ms" ece408-high 100 --impl solution --variant "$v"
 done
 grep -h "ERROR SUMMARY" "$logdir"/*check*-*.log "$logdir"/sanitize-*.log | sort | uniq -c
+unset CHECK_TIMEOUT
 fi
 
 if want bench; then

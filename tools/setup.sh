@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # convlab quick start: installs the Debian/Ubuntu packages convlab needs, builds it, and runs
 # the main job: the final milestone with the staff solution on a GPU machine, or milestone m2
-# (the CPU convolution) where there is no GPU.
+# (the CPU convolution) where there is no GPU. In the student starter kit, which has no staff
+# solutions, it runs milestone m1 (the library convolution) instead.
 #
 #   tools/setup.sh            (as root, or with sudo available)
 set -euo pipefail
@@ -21,10 +22,14 @@ cmake --preset "$preset"
 cmake --build --preset "$preset"
 
 convlab="build/$preset/reference/driver/convlab"
-if [ "$preset" = default ] && nvidia-smi -L >/dev/null 2>&1; then
-  echo "== convlab run final ece408-high 10000 --impl solution"
-  "$convlab" run final ece408-high 10000 --impl solution
+gpu=no
+if [ "$preset" = default ] && nvidia-smi -L >/dev/null 2>&1; then gpu=yes; fi
+run() { echo "== convlab run $*"; "$convlab" run "$@"; }
+if [ ! -d reference/solutions ]; then
+  if [ "$gpu" = yes ]; then run m1 baseline 10000 --device gpu; else run m1 baseline 10000 --device cpu; fi
+elif [ "$gpu" = yes ]; then
+  run final ece408-high 10000 --impl solution
 else
-  echo "== no GPU here: convlab run m2 ece408-high 10000 --impl solution"
-  "$convlab" run m2 ece408-high 10000 --impl solution
+  echo "== no GPU here: the CPU milestone instead"
+  run m2 ece408-high 10000 --impl solution
 fi

@@ -25,17 +25,11 @@ struct ConvShape {
   /// Output width, W - K + 1.
   constexpr int W_out() const { return W - K + 1; }
   /// Elements of x: B*C*H*W.
-  constexpr std::int64_t x_elements() const {
-    return std::int64_t{B} * C * H * W;
-  }
+  constexpr std::int64_t x_elements() const { return std::int64_t{B} * C * H * W; }
   /// Elements of k: M*C*K*K.
-  constexpr std::int64_t k_elements() const {
-    return std::int64_t{M} * C * K * K;
-  }
+  constexpr std::int64_t k_elements() const { return std::int64_t{M} * C * K * K; }
   /// Elements of y: B*M*H_out*W_out.
-  constexpr std::int64_t y_elements() const {
-    return std::int64_t{B} * M * H_out() * W_out();
-  }
+  constexpr std::int64_t y_elements() const { return std::int64_t{B} * M * H_out() * W_out(); }
   /// Floating-point operations of the layer (one multiply and one add per term).
   constexpr double flops() const { return 2.0 * static_cast<double>(y_elements()) * C * K * K; }
 

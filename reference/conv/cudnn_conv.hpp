@@ -15,7 +15,8 @@ namespace convlab {
 
 /// Throws CudaError when a cuDNN call fails.
 void cudnn_check(cudnnStatus_t status, const char* call, const char* file, int line);
-/// Checks a cuDNN call: throws CudaError naming the call, file and line unless it returns CUDNN_STATUS_SUCCESS.
+/// Checks a cuDNN call: throws CudaError naming the call, file and line unless it returns
+/// CUDNN_STATUS_SUCCESS.
 #define CUDNN_CHECK(call) ::convlab::cudnn_check((call), #call, __FILE__, __LINE__)
 
 /// A cuDNN forward convolution (fp32, cross-correlation, no padding, stride 1).

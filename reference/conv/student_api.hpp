@@ -44,7 +44,7 @@ using GpuConvFn = void (*)(float* y, const float* x, const float* k, const ConvS
 
 /// Declares the launcher conv_<id> of one line of gpu_variants.def (expanded once in namespace
 /// student, once in namespace solution).
-#define CONVLAB_GPU_VARIANT(id, milestone, file, handout, idea)                           \
+#define CONVLAB_GPU_VARIANT(id, milestone, file, handout, idea)                    \
   void conv_##id(float* y, const float* x, const float* k, const ConvShape& shape, \
                  cudaStream_t stream);
 namespace student {
@@ -55,6 +55,7 @@ namespace solution {
 }  // namespace solution
 #undef CONVLAB_GPU_VARIANT
 
+// clang-format off
 /// @fn void convlab::student::conv_baseline(float* y, const float* x, const float* k, const ConvShape& shape, cudaStream_t stream)
 /// @brief Milestone m3: the baseline GPU convolution, one thread per output element, every
 /// operand from global memory.
@@ -98,6 +99,7 @@ namespace solution {
 /// Written in student/final/5_best.cu; handout: milestones/final/README.md, "5. Your best
 /// kernel". Signature of every GPU variant (GpuConvFn): x, k and y are
 /// device pointers; enqueue the work on `stream` and return.
+// clang-format on
 #endif
 
 }  // namespace convlab

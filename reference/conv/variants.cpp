@@ -7,7 +7,9 @@
 
 namespace convlab {
 
-std::string_view impl_name(Impl impl) { return impl == Impl::student ? "student" : "solution"; }
+std::string_view impl_name(Impl impl) {
+  return impl == Impl::student ? "student" : "solution";
+}
 
 Impl parse_impl(std::string_view text) {
   if (text == "student") return Impl::student;
@@ -56,7 +58,9 @@ GpuConvFn GpuVariant::launcher(Impl impl) const {
   return solution;
 }
 
-std::span<const GpuVariant> gpu_variants() { return kVariants; }
+std::span<const GpuVariant> gpu_variants() {
+  return kVariants;
+}
 
 const GpuVariant& find_gpu_variant(std::string_view name) {
   std::string names;

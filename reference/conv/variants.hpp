@@ -1,5 +1,6 @@
 /// @file
-/// @brief Which convolution code runs: the m2 CPU entry point and the registry of GPU variants (gpu_variants.def).
+/// @brief Which convolution code runs: the m2 CPU entry point and the registry of GPU variants
+/// (gpu_variants.def).
 #pragma once
 
 #include <span>

@@ -19,8 +19,9 @@ bool cuda_device_available(std::string* reason) {
   if (status == cudaSuccess && count > 0) return true;
   if (reason != nullptr) {
     if (status == cudaErrorInsufficientDriver) {
-      *reason = "no usable CUDA device: no NVIDIA driver is loaded, or it is older than this "
-                "CUDA runtime";
+      *reason =
+          "no usable CUDA device: no NVIDIA driver is loaded, or it is older than this "
+          "CUDA runtime";
     } else if (status != cudaSuccess) {
       *reason = std::string("no usable CUDA device (") + cudaGetErrorString(status) + ")";
     } else {
@@ -58,6 +59,9 @@ void DeviceBuffer::upload(std::span<const float> host) {
                 std::to_string(count_));
   }
   CUDA_CHECK(cudaMemcpy(data_, host.data(), host.size_bytes(), cudaMemcpyHostToDevice));
+  // From pageable memory cudaMemcpy may return before the DMA lands, and work on a
+  // non-blocking stream is not ordered after it: wait, so the data is there for any stream.
+  CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 std::vector<float> DeviceBuffer::download() const {
@@ -68,6 +72,9 @@ std::vector<float> DeviceBuffer::download() const {
 
 void DeviceBuffer::fill_bytes(int byte) {
   CUDA_CHECK(cudaMemset(data_, byte, static_cast<std::size_t>(count_) * sizeof(float)));
+  // cudaMemset is asynchronous and not ordered with non-blocking streams: a kernel launched
+  // next on one could run before the poison lands and have its results overwritten.
+  CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 }  // namespace convlab

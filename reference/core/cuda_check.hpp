@@ -29,4 +29,5 @@ bool cuda_device_available(std::string* reason = nullptr);
 /// Checks a CUDA runtime call: CUDA_CHECK(cudaMalloc(&p, bytes));
 #define CUDA_CHECK(call) ::convlab::cuda_check((call), #call, __FILE__, __LINE__)
 /// Checks the launch just made (bad configuration, missing kernel image).
-#define CUDA_CHECK_LAUNCH() ::convlab::cuda_check(cudaGetLastError(), "kernel launch", __FILE__, __LINE__)
+#define CUDA_CHECK_LAUNCH() \
+  ::convlab::cuda_check(cudaGetLastError(), "kernel launch", __FILE__, __LINE__)

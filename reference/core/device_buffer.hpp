@@ -27,11 +27,13 @@ class DeviceBuffer {
   float* data() const { return data_; }
   /// Number of floats.
   std::int64_t size() const { return count_; }
-  /// Copies host values in (count must match); synchronous.
+  /// Copies host values in (count must match). Complete on return, for work on any stream.
   void upload(std::span<const float> host);
-  /// Copies the contents out to a new host vector; synchronous.
+  /// Copies the contents out to a new host vector. Synchronise the stream that wrote the
+  /// buffer first: a non-blocking stream is not ordered with this copy.
   std::vector<float> download() const;
   /// Sets every byte to `byte` (0xff gives NaN floats: a poison that unwritten outputs keep).
+  /// Complete on return, for work on any stream.
   void fill_bytes(int byte);
 
  private:

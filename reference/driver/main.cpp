@@ -8,7 +8,8 @@
 #include "reference/driver/run_command.hpp"
 
 int main(int argc, char** argv) {
-  CLI::App app{"convlab: write the forward pass of a CNN convolution layer, on the CPU and in CUDA"};
+  CLI::App app{
+      "convlab: write the forward pass of a CNN convolution layer, on the CPU and in CUDA"};
   app.require_subcommand(1);
   app.set_version_flag("--version", CONVLAB_VERSION);
 

@@ -28,8 +28,8 @@ namespace {
 
 // One convolution run through the whole network.
 struct RunRecord {
-  std::string label;       // variant name, or the library convolution's name
-  std::string code_file;   // where its code lives (for advice)
+  std::string label;          // variant name, or the library convolution's name
+  std::string code_file;      // where its code lives (for advice)
   std::string status = "ok";  // ok, not_implemented, error
   std::string error;
   NetworkRun run;
@@ -137,6 +137,7 @@ int run_milestone(const RunOptions& opt, std::ostream& out, std::ostream& err) {
     const GpuInfo info = gpu_info();
     gpu_json = {{"name", info.name},
                 {"driver", info.driver},
+                {"cuda_driver", info.cuda_driver},
                 {"sm_count", info.sm_count},
                 {"compute_capability", info.compute_capability}};
     if (ms.id == "m1") {
@@ -165,9 +166,9 @@ int run_milestone(const RunOptions& opt, std::ostream& out, std::ostream& err) {
       for (const GpuVariant* v : chosen) {
         RunRecord& rec = records.emplace_back();
         rec.label = std::string(v->name);
-        rec.code_file = opt.impl == Impl::student ? std::string(v->student_file)
-                                                  : "reference/solutions/" +
-                                                        std::string(v->student_file).substr(8);
+        rec.code_file = opt.impl == Impl::student
+                            ? std::string(v->student_file)
+                            : "reference/solutions/" + std::string(v->student_file).substr(8);
         attempt(rec, all, [&] {
           return run_network_gpu(model, input, v->launcher(opt.impl), rec.label, gpu_timing);
         });
@@ -218,7 +219,8 @@ int run_milestone(const RunOptions& opt, std::ostream& out, std::ostream& err) {
       double median = 0.0;
       for (const ConvLayerTime& l : rec.run.conv_layers) median += l.median();
       char speed[32], gflops[32];
-      std::snprintf(speed, sizeof speed, "%.2fx", baseline_time > 0 && t > 0 ? baseline_time / t : 0.0);
+      std::snprintf(speed, sizeof speed, "%.2fx",
+                    baseline_time > 0 && t > 0 ? baseline_time / t : 0.0);
       std::snprintf(gflops, sizeof gflops, "%.0f", t > 0 ? flops_of(rec.run) / t / 1e9 : 0.0);
       const bool ok = !rec.expected || rec.correct == *rec.expected;
       row.push_back(ms_text(t));
@@ -229,8 +231,7 @@ int run_milestone(const RunOptions& opt, std::ostream& out, std::ostream& err) {
       row.push_back(rec.expected ? (ok ? "correct" : "WRONG") : "no expectation");
       rows.push_back(row);
     }
-    out << "Model: " << model.name << ", " << n << " images, " << impl_name(opt.impl)
-        << " code";
+    out << "Model: " << model.name << ", " << n << " images, " << impl_name(opt.impl) << " code";
     if (!gpu_json.is_null()) out << ", " << gpu_json["name"].get<std::string>();
     if (medians) out << ", fastest and median of " << opt.runs << " timed runs";
     out << "\n\n";

@@ -16,14 +16,14 @@ namespace convlab {
 
 /// Everything `convlab run` accepts.
 struct RunOptions {
-  std::string milestone;                    ///< m1, m2, m3, final
-  std::optional<std::string> model;         ///< name or path; default: the milestone's
-  std::optional<std::int64_t> images;       ///< N; default: the milestone's (10000)
-  std::optional<std::string> variant;       ///< a GPU variant name or "all"
-  Impl impl = Impl::student;                ///< the team's code or the staff solutions
-  std::optional<std::filesystem::path> json;  ///< where to write the JSON report
-  std::optional<std::filesystem::path> data;  ///< Fashion-MNIST directory (--data)
-  std::optional<std::string> device;        ///< m1 only: cpu or gpu
+  std::string milestone;                          ///< m1, m2, m3, final
+  std::optional<std::string> model;               ///< name or path; default: the milestone's
+  std::optional<std::int64_t> images;             ///< N; default: the milestone's (10000)
+  std::optional<std::string> variant;             ///< a GPU variant name or "all"
+  Impl impl = Impl::student;                      ///< the team's code or the staff solutions
+  std::optional<std::filesystem::path> json;      ///< where to write the JSON report
+  std::optional<std::filesystem::path> data;      ///< Fashion-MNIST directory (--data)
+  std::optional<std::string> device;              ///< m1 only: cpu or gpu
   std::vector<std::filesystem::path> model_dirs;  ///< extra model directories (--models)
   int runs = 1;  ///< timed calls per conv layer; Op Time keeps the fastest (--runs)
 };

@@ -25,10 +25,12 @@ inline v8f tanh8(v8f v) {
   const v8f a = floats_of(bits & 0x7fffffff);
 
   const v8f s = a * a;
-  const v8f small = a * (1.0f + s * (-1.0f / 3 + s * (2.0f / 15 + s * (-17.0f / 315 + s * (62.0f / 2835)))));
+  const v8f small =
+      a * (1.0f + s * (-1.0f / 3 + s * (2.0f / 15 + s * (-17.0f / 315 + s * (62.0f / 2835)))));
 
   const v8f x = 2.0f * (a < 10.0f ? a : splat8(10.0f));
-  const v8f nf = __builtin_convertvector(__builtin_convertvector(x * 1.44269504088896341f + 0.5f, v8i), v8f);
+  const v8f nf =
+      __builtin_convertvector(__builtin_convertvector(x * 1.44269504088896341f + 0.5f, v8i), v8f);
   const v8f r = (x - nf * 0.693145751953125f) - nf * 1.42860682030941723e-6f;
   v8f p = splat8(1.0f / 5040.0f);
   p = p * r + 1.0f / 720.0f;
@@ -53,7 +55,8 @@ void elementwise(std::span<float> values, F f) {
   const auto n = static_cast<std::int64_t>(values.size());
   parallel_for(n / kGrain + 1, [&](std::int64_t c0, std::int64_t c1) {
     const std::int64_t end = std::min(n, c1 * kGrain);
-    for (std::int64_t i = c0 * kGrain; i < end; ++i) values[static_cast<std::size_t>(i)] = f(values[static_cast<std::size_t>(i)]);
+    for (std::int64_t i = c0 * kGrain; i < end; ++i)
+      values[static_cast<std::size_t>(i)] = f(values[static_cast<std::size_t>(i)]);
   });
 }
 
@@ -90,7 +93,8 @@ void maxpool(const float* x, float* y, std::int64_t batch, int channels, int hei
         for (int j = 0; j < wo; ++j) {
           float m = in[i * stride * width + j * stride];
           for (int p = 0; p < size; ++p) {
-            for (int q = 0; q < size; ++q) m = std::max(m, in[(i * stride + p) * width + j * stride + q]);
+            for (int q = 0; q < size; ++q)
+              m = std::max(m, in[(i * stride + p) * width + j * stride + q]);
           }
           out[i * wo + j] = m;
         }
@@ -99,8 +103,8 @@ void maxpool(const float* x, float* y, std::int64_t batch, int channels, int hei
   });
 }
 
-void fully_connected(const float* x, const float* w, const float* b, float* y,
-                     std::int64_t batch, int in, int out) {
+void fully_connected(const float* x, const float* w, const float* b, float* y, std::int64_t batch,
+                     int in, int out) {
   // GEMM y = x w^T + b, blocked so a slice of w stays in cache while a block of images uses
   // it; the micro-kernel keeps 2 images x 4 outputs of 8-lane partial sums in registers.
   constexpr std::int64_t kImages = 64;

@@ -23,8 +23,8 @@ void maxpool(const float* x, float* y, std::int64_t batch, int channels, int hei
              int size, int stride);
 
 /// Fully connected: y[n][o] = b[o] + sum_i x[n][i] * w[o][i], for x [batch][in], w [out][in].
-void fully_connected(const float* x, const float* w, const float* b, float* y,
-                     std::int64_t batch, int in, int out);
+void fully_connected(const float* x, const float* w, const float* b, float* y, std::int64_t batch,
+                     int in, int out);
 
 /// Softmax of each row of `values` ([rows][cols]), in place, max-shifted for stability.
 void softmax_rows(float* values, std::int64_t rows, int cols);

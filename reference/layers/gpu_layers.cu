@@ -48,8 +48,7 @@ Layers::~Layers() {
   cudnnDestroy(cudnn_);
 }
 
-void Layers::activation(float* x, std::int64_t n, int c, int h, int w,
-                        cudnnActivationMode_t mode) {
+void Layers::activation(float* x, std::int64_t n, int c, int h, int w, cudnnActivationMode_t mode) {
   CUDNN_CHECK(cudnnSetActivationDescriptor(act_, mode, CUDNN_NOT_PROPAGATE_NAN, 0.0));
   CUDNN_CHECK(cudnnSetTensor4dDescriptor(a_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
                                          checked_int(n, "batch"), c, h, w));
@@ -98,8 +97,8 @@ void Layers::softmax(float* x, std::int64_t n, int cols) {
   CUDNN_CHECK(cudnnSetTensor4dDescriptor(a_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
                                          checked_int(n, "batch"), cols, 1, 1));
   const float one = 1.0f, zero = 0.0f;
-  CUDNN_CHECK(cudnnSoftmaxForward(cudnn_, CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_INSTANCE,
-                                  &one, a_, x, &zero, a_, x));
+  CUDNN_CHECK(cudnnSoftmaxForward(cudnn_, CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_INSTANCE, &one,
+                                  a_, x, &zero, a_, x));
 }
 
 }  // namespace convlab::gpu

@@ -32,8 +32,7 @@ class Layers {
   /// max(0, v) of every value of x[n][c][h][w], in place.
   void relu(float* x, std::int64_t n, int c, int h, int w);
   /// Max pooling, no padding: y[n][c][(h-size)/stride+1][(w-size)/stride+1].
-  void maxpool(const float* x, float* y, std::int64_t n, int c, int h, int w, int size,
-               int stride);
+  void maxpool(const float* x, float* y, std::int64_t n, int c, int h, int w, int size, int stride);
   /// y[n][out] = x[n][in] w[out][in]^T + b[out] (strict fp32, no TF32).
   void fully_connected(const float* x, const float* w, const float* b, float* y, std::int64_t n,
                        int in, int out);

@@ -22,10 +22,14 @@ inline v8f load8(const float* p) {
 }
 
 /// Unaligned store of 8 floats.
-inline void store8(float* p, v8f v) { std::memcpy(p, &v, sizeof v); }
+inline void store8(float* p, v8f v) {
+  std::memcpy(p, &v, sizeof v);
+}
 
 /// All lanes set to s.
-inline v8f splat8(float s) { return v8f{s, s, s, s, s, s, s, s}; }
+inline v8f splat8(float s) {
+  return v8f{s, s, s, s, s, s, s, s};
+}
 
 /// The bits of a float vector as integers (and back): a copy the compiler turns into nothing.
 inline v8i bits_of(v8f v) {

@@ -7,7 +7,7 @@
 ///      "layers": [{"type": "conv", "weight": "conv1.weight"},
 ///                 {"type": "tanh"}, {"type": "maxpool", "size": 2, "stride": 2},
 ///                 {"type": "flatten"},
-///                 {"type": "fc", "weight": "fc1.weight", "bias": "fc1.bias"}, {"type": "relu"},
+///                 {"type": "fc", "weight": "fc1.weight", "bias": "fc1.bias"}, {"type": "tanh"},
 ///                 {"type": "fc", "weight": "fc2.weight", "bias": "fc2.bias"},
 ///                 {"type": "softmax"}]}
 ///
@@ -38,12 +38,12 @@ std::string layer_kind_name(LayerKind kind);
 struct Layer {
   /// What the layer computes.
   LayerKind kind = LayerKind::tanh;
-  int pool_size = 0;    ///< maxpool window (square)
-  int pool_stride = 0;  ///< maxpool stride
+  int pool_size = 0;        ///< maxpool window (square)
+  int pool_stride = 0;      ///< maxpool stride
   std::string weight_name;  ///< tensor name of the weight in the file (conv, fc)
   std::string bias_name;    ///< tensor name of the bias in the file (fc)
-  Tensor weight;  ///< conv: [M][C][K][K]; fc: [out][in]
-  Tensor bias;    ///< fc: [out]
+  Tensor weight;            ///< conv: [M][C][K][K]; fc: [out][in]
+  Tensor bias;              ///< fc: [out]
 };
 
 /// A whole model: network, weights, and what it is expected to score.

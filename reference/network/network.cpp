@@ -57,7 +57,7 @@ void run_chunk(const Model& model, const std::vector<Shape>& shapes, const Tenso
     const Shape& cur = current.shape();
     switch (layer.kind) {
       case LayerKind::conv: {
-        const ConvShape s{static_cast<int>(count), static_cast<int>(layer.weight.dim(0)),
+        const ConvShape s{static_cast<int>(count),  static_cast<int>(layer.weight.dim(0)),
                           static_cast<int>(cur[1]), static_cast<int>(cur[2]),
                           static_cast<int>(cur[3]), static_cast<int>(layer.weight.dim(2))};
         s.validate();
@@ -147,8 +147,7 @@ std::vector<int> predictions(const Tensor& output) {
   return pred;
 }
 
-std::int64_t count_correct(std::span<const int> predictions,
-                           std::span<const std::uint8_t> labels) {
+std::int64_t count_correct(std::span<const int> predictions, std::span<const std::uint8_t> labels) {
   if (labels.size() < predictions.size()) {
     throw Error("only " + std::to_string(labels.size()) + " labels for " +
                 std::to_string(predictions.size()) + " predictions");

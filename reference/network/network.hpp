@@ -61,8 +61,7 @@ NetworkRun run_network_cpu(const Model& model, const Tensor& input, const CpuCon
 std::vector<int> predictions(const Tensor& output);
 
 /// How many predictions equal their label (the first predictions.size() labels are used).
-std::int64_t count_correct(std::span<const int> predictions,
-                           std::span<const std::uint8_t> labels);
+std::int64_t count_correct(std::span<const int> predictions, std::span<const std::uint8_t> labels);
 
 /// Runs `call` timing.warmup times untimed, then timing.runs times timed with time_call(sync),
 /// running `prepare` (untimed: it poisons the output) before every call. Returns the layer's

@@ -1,5 +1,6 @@
 #include "reference/network/network_gpu.hpp"
 
+#include <fstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -31,7 +32,9 @@ DeviceBuffer to_device(const Tensor& t) {
   return d;
 }
 
-int as_int(std::int64_t v) { return static_cast<int>(v); }
+int as_int(std::int64_t v) {
+  return static_cast<int>(v);
+}
 
 // Per-image dimensions as (c, h, w), padding with 1: [n, features] becomes (features, 1, 1).
 struct Chw {
@@ -71,7 +74,8 @@ NetworkRun run_network_gpu(const Model& model, const Tensor& input, const GpuCon
     out.insert(out.begin(), n);
     switch (layer.kind) {
       case LayerKind::conv: {
-        const ConvShape s{as_int(n), as_int(layer.weight.dim(0)), as_int(cur[1]), as_int(cur[2]),
+        const ConvShape s{as_int(n),      as_int(layer.weight.dim(0)),
+                          as_int(cur[1]), as_int(cur[2]),
                           as_int(cur[3]), as_int(layer.weight.dim(2))};
         s.validate();
         DeviceBuffer y(shape_elements(out));
@@ -80,8 +84,8 @@ NetworkRun run_network_gpu(const Model& model, const Tensor& input, const GpuCon
               static_cast<int>(i), s, timing, [&] { y.fill_bytes(0xff); }, sync,
               [&] { conv(y.data(), current.data(), weights[i].data(), s, stream.get()); }));
         } catch (const CudaError& e) {
-          throw CudaError("the " + conv_name + " convolution failed on layer " +
-                          std::to_string(i) + " (" + s.to_string() + "): " + e.what() +
+          throw CudaError("the " + conv_name + " convolution failed on layer " + std::to_string(i) +
+                          " (" + s.to_string() + "): " + e.what() +
                           "\nRun it under compute-sanitizer to find the faulty access.");
         }
         current = std::move(y);
@@ -99,8 +103,8 @@ NetworkRun run_network_gpu(const Model& model, const Tensor& input, const GpuCon
       }
       case LayerKind::maxpool: {
         DeviceBuffer y(shape_elements(out));
-        layers.maxpool(current.data(), y.data(), n, as_int(cur[1]), as_int(cur[2]),
-                       as_int(cur[3]), layer.pool_size, layer.pool_stride);
+        layers.maxpool(current.data(), y.data(), n, as_int(cur[1]), as_int(cur[2]), as_int(cur[3]),
+                       layer.pool_size, layer.pool_stride);
         current = std::move(y);
         break;
       }
@@ -131,7 +135,17 @@ GpuInfo gpu_info() {
   CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
   int driver = 0;
   CUDA_CHECK(cudaDriverGetVersion(&driver));
-  return {prop.name, std::to_string(driver / 1000) + "." + std::to_string(driver % 1000 / 10),
+  // The kernel module states its version in /proc ("... Kernel Module  580.159.04  ...").
+  std::string module = "unknown";
+  std::ifstream proc("/proc/driver/nvidia/version");
+  for (std::string word, last; proc >> word; last = word) {
+    if (last == "Module") {
+      module = word;
+      break;
+    }
+  }
+  return {prop.name, module,
+          std::to_string(driver / 1000) + "." + std::to_string(driver % 1000 / 10),
           prop.multiProcessorCount, prop.major * 10 + prop.minor};
 }
 

@@ -12,8 +12,8 @@
 namespace convlab {
 
 /// A GPU convolution the runner calls for every conv layer (device pointers, one stream).
-using GpuConvCall = std::function<void(float* y, const float* x, const float* k,
-                                       const ConvShape&, cudaStream_t)>;
+using GpuConvCall =
+    std::function<void(float* y, const float* x, const float* k, const ConvShape&, cudaStream_t)>;
 
 /// Runs `model` on `input` ([N, C, H, W], host) on the GPU: the images and weights are copied
 /// to the device first, `conv` is called for every conv layer (device synchronised before and
@@ -25,12 +25,14 @@ using GpuConvCall = std::function<void(float* y, const float* x, const float* k,
 NetworkRun run_network_gpu(const Model& model, const Tensor& input, const GpuConvCall& conv,
                            const std::string& conv_name, const TimingOptions& timing = {1, 1});
 
-/// "NVIDIA H100 80GB HBM3" (the device in use) and the driver version, e.g. "13.0".
+/// The device in use, e.g. "NVIDIA H100 80GB HBM3", and its drivers.
 struct GpuInfo {
   /// Device name, as the driver reports it.
   std::string name;
-  /// Driver version, "major.minor".
+  /// NVIDIA kernel driver version, e.g. "580.159.04" ("unknown" where it cannot be read).
   std::string driver;
+  /// Highest CUDA version the driver supports, "major.minor".
+  std::string cuda_driver;
   /// Number of streaming multiprocessors.
   int sm_count = 0;
   int compute_capability = 0;  ///< e.g. 90

@@ -9,8 +9,9 @@
 // Sizes come in `shape` (B, M, C, H, W, K); the output is (H - K + 1) x (W - K + 1), and every
 // array is a flat row-major (NCHW) buffer in host memory, so x[b][c][h][w] is
 //     x[((b * C + c) * H + h) * W + w].
-// The harness times this call (Op Time) and checks the network's correctness; it does not
-// clear y first, so write every output element.
+// The harness times this call (Op Time) and checks the network's correctness. It sends the
+// images through the network in chunks, so one call gets B <= 128 images (Op Time adds the
+// calls up), and it fills y with NaN before each call, so write every output element.
 //
 // Run:   convlab run m2 ece408-high 10000      (handout: milestones/m2/README.md)
 

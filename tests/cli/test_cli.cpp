@@ -59,14 +59,16 @@ struct SyntheticData {
 TEST_CASE("bad command lines") {
   SyntheticData data;
   check_clear_error(convlab_run("run m9", data.env()), "unknown milestone 'm9'");
-  check_clear_error(convlab_run("run m2 no-such-model 10", data.env()), "unknown model 'no-such-model'");
+  check_clear_error(convlab_run("run m2 no-such-model 10", data.env()),
+                    "unknown model 'no-such-model'");
   check_clear_error(convlab_run("run m2 ece408-high 33 --impl solution", data.env()),
                     "N must be between 1 and 32");
   check_clear_error(convlab_run("run m2 ece408-high 0 --impl solution", data.env()),
                     "N must be between 1");
   check_clear_error(convlab_run("run m2 ece408-high ten", data.env()), "N");
   check_clear_error(convlab_run("run m2 --impl teacher", data.env()), "--impl");
-  check_clear_error(convlab_run("run m2 --variant best", data.env()), "--variant applies to m3 and final");
+  check_clear_error(convlab_run("run m2 --variant best", data.env()),
+                    "--variant applies to m3 and final");
   check_clear_error(convlab_run("run m2 --device gpu", data.env()), "--device chooses");
   check_clear_error(convlab_run("", data.env()), "subcommand");
 }
@@ -97,11 +99,13 @@ TEST_CASE("bad model files") {
   const Model good = load_model(test::source_dir() / "datasets/models/ece408-high.safetensors");
 
   SUBCASE("header lies about the fc shape") {
-    SafetensorsFile f = read_safetensors(test::source_dir() / "datasets/models/ece408-high.safetensors");
+    SafetensorsFile f =
+        read_safetensors(test::source_dir() / "datasets/models/ece408-high.safetensors");
     f.tensors.at(good.layers.at(4).weight_name) = Tensor({128, 7000});
     const fs::path p = dir.path() / "liar.safetensors";
     write_safetensors(p, f);
-    check_clear_error(convlab_run("run m2 " + p.string() + " 10 --impl solution", data.env()), "layer 4");
+    check_clear_error(convlab_run("run m2 " + p.string() + " 10 --impl solution", data.env()),
+                      "layer 4");
   }
   SUBCASE("truncated file") {
     const fs::path p = dir.path() / "cut.safetensors";
@@ -137,7 +141,8 @@ TEST_CASE("m2 with the staff solution prints the original four lines and a JSON 
   if (!test::real_data_dir(&why)) test::skip(why);
   test::TempDir dir;
   const fs::path json_path = dir.path() / "run.json";
-  const Result r = convlab_run("run m2 ece408-low 100 --impl solution --json " + json_path.string());
+  const Result r =
+      convlab_run("run m2 ece408-low 100 --impl solution --json " + json_path.string());
   CAPTURE(r.output);
   REQUIRE(r.code == 0);
   const Model m = load_model(test::source_dir() / "datasets/models/ece408-low.safetensors");

@@ -13,7 +13,7 @@ using namespace convlab;
 TEST_CASE("m2 solution matches the reference on awkward shapes") {
   if (!solutions_available()) test::skip("staff solutions are not part of this build");
   const CpuConvFn conv = cpu_conv(Impl::solution);
-  const ConvShape shapes[] = {{3, 50, 1, 28, 28, 5}, {2, 5, 3, 31, 17, 3}, {1, 3, 2, 9, 13, 1},
+  const ConvShape shapes[] = {{3, 50, 1, 28, 28, 5}, {2, 5, 3, 31, 17, 3},  {1, 3, 2, 9, 13, 1},
                               {2, 16, 8, 12, 12, 3}, {1, 2, 3, 11, 11, 11}, {4, 4, 4, 40, 40, 7}};
   for (const ConvShape& s : shapes) {
     CAPTURE(s.to_string());

@@ -22,7 +22,8 @@ std::string message_of(Call call) {
 
 TEST_CASE("the m2 stub names student/m2/conv_cpu.cpp and its handout section") {
   const ConvShape s{1, 1, 1, 5, 5, 3};
-  const std::string msg = message_of([&] { cpu_conv(Impl::student)(nullptr, nullptr, nullptr, s); });
+  const std::string msg =
+      message_of([&] { cpu_conv(Impl::student)(nullptr, nullptr, nullptr, s); });
   CHECK(msg.find("student/m2/conv_cpu.cpp") != std::string::npos);
   CHECK(msg.find("milestones/m2/README.md") != std::string::npos);
 }

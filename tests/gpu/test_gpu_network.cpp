@@ -140,6 +140,7 @@ TEST_CASE("a failing convolution is reported as the convolution's error") {
     correct_of(m, 10, bad, "broken");
     FAIL("no error raised");
   } catch (const CudaError& e) {
-    CHECK(std::string(e.what()).find("the broken convolution failed on layer 0") != std::string::npos);
+    CHECK(std::string(e.what()).find("the broken convolution failed on layer 0") !=
+          std::string::npos);
   }
 }

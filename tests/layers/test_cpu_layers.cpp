@@ -24,7 +24,8 @@ TEST_CASE("tanh matches std::tanh to 3e-7 over [-12, 12] and keeps NaN") {
   cpu::tanh_inplace(t);
   double worst = 0.0;
   for (std::size_t i = 0; i < v.size(); ++i) {
-    worst = std::max(worst, std::fabs(static_cast<double>(t[i]) - std::tanh(static_cast<double>(v[i]))));
+    worst = std::max(worst,
+                     std::fabs(static_cast<double>(t[i]) - std::tanh(static_cast<double>(v[i]))));
   }
   CHECK(worst < 3e-7);
   CHECK(t[v.size() - 1] == 1.0f);
@@ -118,8 +119,11 @@ TEST_CASE("reference convolution: hand example") {
 }
 
 TEST_CASE("reference convolution agrees with a double-precision loop on awkward shapes") {
-  const ConvShape shapes[] = {{2, 5, 3, 13, 19, 3}, {1, 7, 1, 28, 28, 5}, {3, 4, 2, 9, 31, 7},
-                              {1, 1, 1, 1, 1, 1},   {2, 9, 4, 8, 8, 8}};
+  const ConvShape shapes[] = {{2, 5, 3, 13, 19, 3},
+                              {1, 7, 1, 28, 28, 5},
+                              {3, 4, 2, 9, 31, 7},
+                              {1, 1, 1, 1, 1, 1},
+                              {2, 9, 4, 8, 8, 8}};
   for (const ConvShape& s : shapes) {
     CAPTURE(s.to_string());
     const auto x = test::random_values(s.x_elements(), 11);
@@ -167,12 +171,12 @@ TEST_CASE("network runner: a hand-checkable model and its Op Time bookkeeping") 
 
   const Tensor input({2, 1, 2, 2}, {1, -1, 2, 0.5f, -3, -3, -3, 4});
   int calls = 0;
-  const NetworkRun run = run_network_cpu(model, input, [&](float* y, const float* x,
-                                                           const float* k, const ConvShape& s) {
-    ++calls;
-    CHECK(s == ConvShape{2, 1, 1, 2, 2, 1});
-    conv_forward_reference(y, x, k, s);
-  });
+  const NetworkRun run = run_network_cpu(
+      model, input, [&](float* y, const float* x, const float* k, const ConvShape& s) {
+        ++calls;
+        CHECK(s == ConvShape{2, 1, 1, 2, 2, 1});
+        conv_forward_reference(y, x, k, s);
+      });
   CHECK(calls == 1);
   REQUIRE(run.conv_layers.size() == 1);
   CHECK(run.conv_layers[0].layer == 0);

@@ -14,12 +14,17 @@ namespace convlab::test {
 
 namespace fs = std::filesystem;
 
-fs::path source_dir() { return CONVLAB_SOURCE_DIR; }
-fs::path convlab_binary() { return CONVLAB_BINARY; }
+fs::path source_dir() {
+  return CONVLAB_SOURCE_DIR;
+}
+fs::path convlab_binary() {
+  return CONVLAB_BINARY;
+}
 
 std::optional<fs::path> real_data_dir(std::string* why) {
   const fs::path dir = data::data_dir(std::nullopt);
-  if (fs::exists(dir / "t10k-images-idx3-ubyte.gz") && fs::exists(dir / "t10k-labels-idx1-ubyte.gz")) {
+  if (fs::exists(dir / "t10k-images-idx3-ubyte.gz") &&
+      fs::exists(dir / "t10k-labels-idx1-ubyte.gz")) {
     return dir;
   }
   if (why != nullptr) {

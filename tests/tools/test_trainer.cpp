@@ -107,7 +107,8 @@ void check_gradients(const Model& model) {
   for (double& v : input) v = rng.symmetric(1.0f);
   std::vector<std::uint8_t> labels;
   for (int b = 0; b < n; ++b) {
-    labels.push_back(static_cast<std::uint8_t>(rng.below(static_cast<std::uint32_t>(plan.classes))));
+    labels.push_back(
+        static_cast<std::uint8_t>(rng.below(static_cast<std::uint32_t>(plan.classes))));
   }
   std::vector<double> grad;
   loss_at(plan, params, input, labels, &grad);
@@ -132,7 +133,9 @@ void check_gradients(const Model& model) {
   CHECK(worst < 1e-6);
 }
 
-Model synthetic_two_conv(std::uint32_t seed) { return tools::make_architecture("two-conv", seed); }
+Model synthetic_two_conv(std::uint32_t seed) {
+  return tools::make_architecture("two-conv", seed);
+}
 
 bool same_weights(const Model& a, const Model& b) {
   for (std::size_t i = 0; i < a.layers.size(); ++i) {
@@ -152,9 +155,9 @@ TEST_CASE("fc backward matches finite differences (with and without bias)") {
 }
 
 TEST_CASE("tanh and relu backward match finite differences") {
-  check_gradients(tiny({2, 2, 2}, {fc("a", 6, 8, true), simple(LayerKind::tanh),
-                                   fc("b", 5, 6, true), simple(LayerKind::relu),
-                                   fc("c", 3, 5, true), simple(LayerKind::softmax)}));
+  check_gradients(
+      tiny({2, 2, 2}, {fc("a", 6, 8, true), simple(LayerKind::tanh), fc("b", 5, 6, true),
+                       simple(LayerKind::relu), fc("c", 3, 5, true), simple(LayerKind::softmax)}));
 }
 
 TEST_CASE("conv backward (weights and input, C > 1) matches finite differences") {
@@ -296,7 +299,8 @@ TEST_CASE("the target search finds an exact count between two models") {
       tools::evaluate_exact(trained, test, test.count, false).correct(test.count);
   REQUIRE(hi > lo + 10);
   const std::int64_t target = (lo + hi) / 2 + 1;
-  const tools::TargetSearch found = tools::find_target(init, trained, test, test.count, target, 8, {});
+  const tools::TargetSearch found =
+      tools::find_target(init, trained, test, test.count, target, 8, {});
   CHECK(found.correct == target);
   const Model mixed = tools::interpolate(init, trained, found.t);
   CHECK(tools::evaluate_exact(mixed, test, test.count, false).correct(test.count) == target);

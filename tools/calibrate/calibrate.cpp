@@ -99,7 +99,8 @@ Evaluation evaluate_exact(const Model& model, const data::Dataset& data, std::in
       const double* z = ws.acts[static_cast<std::size_t>(plan.logits_layer)].data();
       std::copy(z, z + count * e.classes, e.logits.begin() + first * e.classes);
       for (std::int64_t j = 0; j < count; ++j) {
-        e.predictions[static_cast<std::size_t>(first + j)] = argmax_of(z + j * e.classes, e.classes);
+        e.predictions[static_cast<std::size_t>(first + j)] =
+            argmax_of(z + j * e.classes, e.classes);
       }
       if (keep_inputs) {
         const double* h = plan.logits_layer == 0
@@ -138,8 +139,8 @@ Model interpolate(const Model& a, const Model& b, double t) {
   return out;
 }
 
-TargetSearch find_target(const Model& a, const Model& b, const data::Dataset& data,
-                         std::int64_t n, std::int64_t target, int scan_points,
+TargetSearch find_target(const Model& a, const Model& b, const data::Dataset& data, std::int64_t n,
+                         std::int64_t target, int scan_points,
                          const std::function<void(const std::string&)>& log) {
   if (scan_points < 1) throw Error("scan points must be at least 1");
   TargetSearch result;
@@ -225,9 +226,9 @@ RepairResult repair_margins(Model& model, const Evaluation& eval, double bound,
   const double goal = 2.0 * bound;
   std::vector<double> z(static_cast<std::size_t>(N * C));
   struct State {
-    bool same = true;     ///< every prediction unchanged
-    double min = 0.0;     ///< smallest margin, relative to the original predictions
-    double loss = 0.0;    ///< 1/2 sum over pairs of max(0, goal - gap)^2
+    bool same = true;   ///< every prediction unchanged
+    double min = 0.0;   ///< smallest margin, relative to the original predictions
+    double loss = 0.0;  ///< 1/2 sum over pairs of max(0, goal - gap)^2
   };
   // Logits of every image under `th` into z, and the state they give.
   const auto evaluate = [&](const std::vector<double>& th) {
@@ -347,9 +348,11 @@ RepairResult repair_margins(Model& model, const Evaluation& eval, double bound,
   }
   for (std::int64_t k = 0; k < C; ++k) {
     for (std::int64_t f = 0; f < F; ++f) {
-      fc.weight.data()[k * F + f] = static_cast<float>(theta[static_cast<std::size_t>(k * row + f)]);
+      fc.weight.data()[k * F + f] =
+          static_cast<float>(theta[static_cast<std::size_t>(k * row + f)]);
     }
-    if (has_bias) fc.bias.data()[k] = static_cast<float>(theta[static_cast<std::size_t>(k * row + F)]);
+    if (has_bias)
+      fc.bias.data()[k] = static_cast<float>(theta[static_cast<std::size_t>(k * row + F)]);
   }
   if (!current.same) throw Error("repair_margins: a prediction changed (internal error)");
   result.min_margin_after = current.min;
@@ -424,8 +427,9 @@ std::vector<int> predict_float32(const Model& model, const data::Dataset& data, 
                   float best = -std::numeric_limits<float>::infinity();
                   for (std::int64_t p = 0; p < S; ++p) {
                     for (std::int64_t q = 0; q < S; ++q) {
-                      best = std::max(best, cur[static_cast<std::size_t>((c * H + h * st + p) * W +
-                                                                         w * st + q)]);
+                      best = std::max(
+                          best,
+                          cur[static_cast<std::size_t>((c * H + h * st + p) * W + w * st + q)]);
                     }
                   }
                   next[static_cast<std::size_t>((c * Ho + h) * Wo + w)] = best;
@@ -449,7 +453,8 @@ std::vector<int> predict_float32(const Model& model, const data::Dataset& data, 
               for (std::int64_t k = 0; k < in; ++k) {
                 acc += L.weight.data()[o * in + k] * cur[static_cast<std::size_t>(k)];
               }
-              next[static_cast<std::size_t>(o)] = acc + (L.bias.size() > 0 ? L.bias.data()[o] : 0.0f);
+              next[static_cast<std::size_t>(o)] =
+                  acc + (L.bias.size() > 0 ? L.bias.data()[o] : 0.0f);
             }
             C = out;
             H = W = 1;
@@ -462,7 +467,8 @@ std::vector<int> predict_float32(const Model& model, const data::Dataset& data, 
       }
       int best = 0;
       for (std::int64_t k = 1; k < classes; ++k) {
-        if (cur[static_cast<std::size_t>(k)] > cur[static_cast<std::size_t>(best)]) best = static_cast<int>(k);
+        if (cur[static_cast<std::size_t>(k)] > cur[static_cast<std::size_t>(best)])
+          best = static_cast<int>(k);
       }
       preds[static_cast<std::size_t>(img)] = best;
       if (logits != nullptr) {

@@ -27,10 +27,10 @@ inline constexpr std::string_view kCalibratorVersion = "1.0.0";
 struct Evaluation {
   std::int64_t count = 0;
   std::int64_t classes = 0;
-  std::int64_t features = 0;       ///< inputs of the last fc layer
-  std::vector<double> logits;      ///< count * classes
-  std::vector<double> inputs;      ///< count * features (only when asked for)
-  std::vector<int> predictions;    ///< top logit, first on ties
+  std::int64_t features = 0;     ///< inputs of the last fc layer
+  std::vector<double> logits;    ///< count * classes
+  std::vector<double> inputs;    ///< count * features (only when asked for)
+  std::vector<int> predictions;  ///< top logit, first on ties
   std::vector<std::uint8_t> labels;
 
   /// Correct predictions among the first n images.
@@ -65,22 +65,22 @@ struct TargetSearch {
 /// bisection inside the first bracket met (counts are not monotone in t, but within a bracket
 /// whose ends lie on either side of the target, some point hits it when counts move by one).
 /// `log` (may be empty) receives a line per evaluation. Throws Error when no bracket exists.
-TargetSearch find_target(const Model& a, const Model& b, const data::Dataset& data,
-                         std::int64_t n, std::int64_t target, int scan_points,
+TargetSearch find_target(const Model& a, const Model& b, const data::Dataset& data, std::int64_t n,
+                         std::int64_t target, int scan_points,
                          const std::function<void(const std::string&)>& log);
 
 /// What margin repair did.
 struct RepairResult {
-  int steps = 0;                   ///< accepted update steps
-  std::int64_t images_below = 0;   ///< images under the bound at the start
+  int steps = 0;                  ///< accepted update steps
+  std::int64_t images_below = 0;  ///< images under the bound at the start
   double min_margin_before = 0.0;
   double min_margin_after = 0.0;
 };
 
 /// Raises every image's margin to at least `bound` by small changes of the last fc layer only
 /// (weights and bias), pushing each low-margin image towards its current prediction (right or
-/// wrong); every final prediction is the one it started with. `eval` must come from evaluate_exact(model, ...,
-/// keep_inputs = true). Throws Error if it cannot reach the bound.
+/// wrong); every final prediction is the one it started with. `eval` must come from
+/// evaluate_exact(model, ..., keep_inputs = true). Throws Error if it cannot reach the bound.
 RepairResult repair_margins(Model& model, const Evaluation& eval, double bound,
                             const std::function<void(const std::string&)>& log);
 

@@ -71,29 +71,30 @@ int main(int argc, char** argv) {
   try {
     using clock = std::chrono::steady_clock;
     const auto t_start = clock::now();
-    const fs::path dir = convlab::data::data_dir(data_flag ? std::optional<fs::path>(*data_flag)
-                                                           : std::nullopt);
+    const fs::path dir =
+        convlab::data::data_dir(data_flag ? std::optional<fs::path>(*data_flag) : std::nullopt);
     const auto test = convlab::data::load_fashion_mnist(dir, convlab::data::Split::test);
     const std::int64_t n = test.count;
     const convlab::Model a = convlab::load_model(from);
     convlab::Model model = a;
-    json prov = {{"tool", "convlab-calibrate"},
-                 {"calibrator_version", std::string(convlab::tools::kCalibratorVersion)},
-                 {"trainer_version", std::string(convlab::tools::kTrainerVersion)},
-                 {"evaluation", "double arithmetic on the float32 weights and inputs"},
-                 {"test_data",
-                  {{"count", n},
-                   {"images_sha256", convlab::tools::sha256_hex(test.pixels)},
-                   {"labels_sha256", convlab::tools::sha256_hex(test.labels)}}},
-                 {"from", {{"file", fs::path(from).filename().string()}, {"provenance", provenance_of(a)}}}};
+    json prov = {
+        {"tool", "convlab-calibrate"},
+        {"calibrator_version", std::string(convlab::tools::kCalibratorVersion)},
+        {"trainer_version", std::string(convlab::tools::kTrainerVersion)},
+        {"evaluation", "double arithmetic on the float32 weights and inputs"},
+        {"test_data",
+         {{"count", n},
+          {"images_sha256", convlab::tools::sha256_hex(test.pixels)},
+          {"labels_sha256", convlab::tools::sha256_hex(test.labels)}}},
+        {"from", {{"file", fs::path(from).filename().string()}, {"provenance", provenance_of(a)}}}};
     if (!to.empty()) {
       const convlab::Model b = convlab::load_model(to);
       convlab::tools::TargetSearch found;
       if (fixed_t) {
         found.t = *fixed_t;
-        found.correct =
-            convlab::tools::evaluate_exact(convlab::tools::interpolate(a, b, *fixed_t), test, n, false)
-                .correct(n);
+        found.correct = convlab::tools::evaluate_exact(convlab::tools::interpolate(a, b, *fixed_t),
+                                                       test, n, false)
+                            .correct(n);
         found.evaluations = 1;
         if (found.correct != *target) {
           throw convlab::Error("--t gives " + std::to_string(found.correct) + " correct, not " +
@@ -142,7 +143,8 @@ int main(int argc, char** argv) {
     std::int64_t differ = 0;
     double max_diff = 0.0;
     for (std::int64_t i = 0; i < n; ++i) {
-      if (preds32[static_cast<std::size_t>(i)] != after.predictions[static_cast<std::size_t>(i)]) ++differ;
+      if (preds32[static_cast<std::size_t>(i)] != after.predictions[static_cast<std::size_t>(i)])
+        ++differ;
     }
     for (std::size_t k = 0; k < logits32.size(); ++k) {
       max_diff = std::max(max_diff, std::abs(static_cast<double>(logits32[k]) - after.logits[k]));

@@ -39,7 +39,9 @@ inline float tanh_approx(float x) {
 
 }  // namespace
 
-float fast_tanh(float x) { return tanh_approx(x); }
+float fast_tanh(float x) {
+  return tanh_approx(x);
+}
 
 namespace {
 
@@ -120,7 +122,8 @@ void dot_all(const T* a, std::int64_t lda, std::int64_t na, const T* b, std::int
     }
   }
   for (; i < na; ++i) {
-    for (std::int64_t j = 0; j < nb; ++j) out[i * out_a + j * out_b] += dot(a + i * lda, b + j * ldb, n);
+    for (std::int64_t j = 0; j < nb; ++j)
+      out[i * out_a + j * out_b] += dot(a + i * lda, b + j * ldb, n);
   }
 }
 
@@ -169,7 +172,8 @@ void matmul_row_tile(const T* __restrict a, const T* __restrict b, T* __restrict
   for (int t = 0; t < MT; ++t) {
     for (std::int64_t j = j0; j < HW; ++j) {
       T s = 0;
-      for (std::int64_t r = 0; r < R; ++r) s += a[t * a_row_stride + r * a_col_stride] * b[r * HW + j];
+      for (std::int64_t r = 0; r < R; ++r)
+        s += a[t * a_row_stride + r * a_col_stride] * b[r * HW + j];
       out[t * HW + j] = s;
     }
   }
@@ -177,8 +181,8 @@ void matmul_row_tile(const T* __restrict a, const T* __restrict b, T* __restrict
 
 /// out[rows][HW] = a[rows][R] * b[R][HW] for one image.
 template <typename T>
-void matmul_rows(const T* a, const T* b, T* out, std::int64_t rows, std::int64_t R,
-                 std::int64_t HW, std::int64_t a_row_stride, std::int64_t a_col_stride) {
+void matmul_rows(const T* a, const T* b, T* out, std::int64_t rows, std::int64_t R, std::int64_t HW,
+                 std::int64_t a_row_stride, std::int64_t a_col_stride) {
   std::int64_t m = 0;
   for (; m + 4 <= rows; m += 4) {
     matmul_row_tile<T, 4>(a + m * a_row_stride, b, out + m * HW, R, HW, a_row_stride, a_col_stride);
@@ -348,8 +352,8 @@ NetPlan make_plan(const Model& model) {
       case LayerKind::conv: {
         const Shape& s = layer.weight.shape();
         if (s.size() != 4 || s[1] != c || s[2] != s[3] || s[2] < 1 || s[2] > h || s[3] > w) {
-          fail(i, "weight " + shape_string(s) + " does not fit input [" + std::to_string(c) +
-                      ", " + std::to_string(h) + ", " + std::to_string(w) + "]");
+          fail(i, "weight " + shape_string(s) + " does not fit input [" + std::to_string(c) + ", " +
+                      std::to_string(h) + ", " + std::to_string(w) + "]");
         }
         L.kernel = static_cast<int>(s[2]);
         c = s[0];
@@ -466,8 +470,8 @@ Workspace<T> make_workspace(const NetPlan& plan, int capacity) {
   for (const LayerPlan& L : plan.layers) {
     ws.acts.emplace_back(cap * static_cast<std::size_t>(L.out_size()));
     ws.cols.emplace_back(cap * static_cast<std::size_t>(L.col_size));
-    ws.argmax.emplace_back(L.kind == LayerKind::maxpool ? cap * static_cast<std::size_t>(L.out_size())
-                                                        : 0);
+    ws.argmax.emplace_back(
+        L.kind == LayerKind::maxpool ? cap * static_cast<std::size_t>(L.out_size()) : 0);
     max_col = std::max(max_col, L.col_size);
   }
   ws.grad_a.resize(cap * static_cast<std::size_t>(plan.max_size));
@@ -506,8 +510,8 @@ void forward(const NetPlan& plan, const T* params, int n, Workspace<T>& ws) {
         std::copy(x, x + total, y);
         break;
       case LayerKind::fc:
-        fc_forward(L, params + L.weight_offset, L.bias_offset >= 0 ? params + L.bias_offset : nullptr,
-                   x, y, n);
+        fc_forward(L, params + L.weight_offset,
+                   L.bias_offset >= 0 ? params + L.bias_offset : nullptr, x, y, n);
         break;
       case LayerKind::softmax:
         for (int b = 0; b < n; ++b) {

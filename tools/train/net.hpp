@@ -18,14 +18,14 @@ struct LayerPlan {
   LayerKind kind = LayerKind::tanh;
   std::int64_t in_c = 0, in_h = 0, in_w = 0;     ///< per-image input [C, H, W]
   std::int64_t out_c = 0, out_h = 0, out_w = 0;  ///< per-image output [C, H, W]
-  int kernel = 0;       ///< conv: K
-  int pool_size = 0;    ///< maxpool window
-  int pool_stride = 0;  ///< maxpool stride
+  int kernel = 0;                                ///< conv: K
+  int pool_size = 0;                             ///< maxpool window
+  int pool_stride = 0;                           ///< maxpool stride
   std::int64_t weight_offset = -1;  ///< conv, fc: start of the weights in the parameter vector
   std::int64_t weight_size = 0;
   std::int64_t bias_offset = -1;  ///< fc with a bias: start of the bias
   std::int64_t bias_size = 0;
-  std::int64_t col_size = 0;  ///< conv: elements of one image's unrolled input (C*K*K * Ho*Wo)
+  std::int64_t col_size = 0;      ///< conv: elements of one image's unrolled input (C*K*K * Ho*Wo)
   bool needs_input_grad = false;  ///< some earlier layer has parameters
 
   /// Elements of one image's input.
@@ -60,12 +60,12 @@ void store_params(const NetPlan& plan, const std::vector<T>& params, Model& mode
 template <typename T>
 struct Workspace {
   int capacity = 0;
-  std::vector<T> input;                      ///< capacity * input_size, filled by the caller
-  std::vector<std::vector<T>> acts;          ///< per layer: capacity * out_size
-  std::vector<std::vector<T>> cols;          ///< per conv layer: capacity * col_size
+  std::vector<T> input;                           ///< capacity * input_size, filled by the caller
+  std::vector<std::vector<T>> acts;               ///< per layer: capacity * out_size
+  std::vector<std::vector<T>> cols;               ///< per conv layer: capacity * col_size
   std::vector<std::vector<std::int32_t>> argmax;  ///< per maxpool layer: source index per output
-  std::vector<T> grad_a, grad_b;             ///< backward ping-pong, capacity * max_size
-  std::vector<T> scratch;                    ///< one image's unrolled-input gradient
+  std::vector<T> grad_a, grad_b;                  ///< backward ping-pong, capacity * max_size
+  std::vector<T> scratch;                         ///< one image's unrolled-input gradient
 };
 
 /// Allocates a workspace for `plan` and groups of up to `capacity` images.

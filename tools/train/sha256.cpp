@@ -20,8 +20,8 @@ constexpr std::uint32_t kRound[64] = {
 }  // namespace
 
 Sha256::Sha256()
-    : h_{0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab,
-         0x5be0cd19},
+    : h_{0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+         0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19},
       buffer_{} {}
 
 void Sha256::block(const std::uint8_t* p) {
@@ -31,8 +31,7 @@ void Sha256::block(const std::uint8_t* p) {
            (std::uint32_t{p[4 * i + 2]} << 8) | std::uint32_t{p[4 * i + 3]};
   }
   for (int i = 16; i < 64; ++i) {
-    const std::uint32_t s0 =
-        std::rotr(w[i - 15], 7) ^ std::rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
+    const std::uint32_t s0 = std::rotr(w[i - 15], 7) ^ std::rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
     const std::uint32_t s1 = std::rotr(w[i - 2], 17) ^ std::rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
     w[i] = w[i - 16] + s0 + w[i - 7] + s1;
   }
@@ -87,7 +86,8 @@ std::string Sha256::hex_digest() {
   // Padding: 0x80, zeros to 56 mod 64, then the bit length big-endian.
   std::uint8_t pad[72] = {0x80};
   const std::size_t zeros = (fill_ < 56 ? 56 - fill_ : 120 - fill_);
-  for (int k = 0; k < 8; ++k) pad[zeros + static_cast<std::size_t>(k)] = static_cast<std::uint8_t>(bits >> (56 - 8 * k));
+  for (int k = 0; k < 8; ++k)
+    pad[zeros + static_cast<std::size_t>(k)] = static_cast<std::uint8_t>(bits >> (56 - 8 * k));
   update(std::span<const std::uint8_t>(pad, zeros + 8));
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out;

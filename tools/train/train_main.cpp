@@ -42,10 +42,12 @@ int main(int argc, char** argv) {
   app.add_option("--arch", arch, "Network: ece408 or two-conv")
       ->check(CLI::IsMember(convlab::tools::architecture_names()));
   app.add_option("--seed", seed, "Seed of the initial weights and the data order");
-  app.add_option("--epochs", opt.epochs, "Passes over the training set")->check(CLI::Range(0, 1000));
+  app.add_option("--epochs", opt.epochs, "Passes over the training set")
+      ->check(CLI::Range(0, 1000));
   app.add_option("--out", out_dir, "Directory for the model files")->required();
-  app.add_option("--data", data_flag, "Fashion-MNIST directory (default: $CONVLAB_DATA or " +
-                                          std::string(convlab::data::kDefaultDataDir) + ")");
+  app.add_option("--data", data_flag,
+                 "Fashion-MNIST directory (default: $CONVLAB_DATA or " +
+                     std::string(convlab::data::kDefaultDataDir) + ")");
   app.add_flag("--checkpoint-every-epoch", every_epoch,
                "Also write init.safetensors and epoch-N.safetensors");
   app.add_option("--batch", opt.batch, "Images per step")->check(CLI::Range(1, 100000));
@@ -65,8 +67,8 @@ int main(int argc, char** argv) {
   try {
     using clock = std::chrono::steady_clock;
     const auto t_start = clock::now();
-    const fs::path dir = convlab::data::data_dir(data_flag ? std::optional<fs::path>(*data_flag)
-                                                           : std::nullopt);
+    const fs::path dir =
+        convlab::data::data_dir(data_flag ? std::optional<fs::path>(*data_flag) : std::nullopt);
     std::printf("Loading fashion-mnist data from %s... ", dir.c_str());
     std::fflush(stdout);
     const auto train = convlab::data::load_fashion_mnist(dir, convlab::data::Split::train);
@@ -77,11 +79,11 @@ int main(int argc, char** argv) {
 
     convlab::Model model = convlab::tools::make_architecture(arch, seed);
     fs::create_directories(out_dir);
-    std::printf("arch %s, seed %u, %d epochs, %s lr %g momentum %g wd %g %s, batch %d in %d "
-                "slices, %d threads\n",
-                arch.c_str(), seed, opt.epochs, opt.optimizer.c_str(), opt.lr, opt.momentum,
-                opt.weight_decay, opt.schedule.c_str(), opt.batch, opt.slices,
-                convlab::cpu_threads());
+    std::printf(
+        "arch %s, seed %u, %d epochs, %s lr %g momentum %g wd %g %s, batch %d in %d "
+        "slices, %d threads\n",
+        arch.c_str(), seed, opt.epochs, opt.optimizer.c_str(), opt.lr, opt.momentum,
+        opt.weight_decay, opt.schedule.c_str(), opt.batch, opt.slices, convlab::cpu_threads());
     std::fflush(stdout);
 
     json history = json::array();
@@ -102,8 +104,9 @@ int main(int argc, char** argv) {
           {"lr_schedule", opt.schedule},
           {"batch", opt.batch},
           {"slices", opt.slices},
-          {"train_images", opt.train_limit > 0 ? std::min<std::int64_t>(opt.train_limit, train.count)
-                                               : train.count},
+          {"train_images", opt.train_limit > 0
+                               ? std::min<std::int64_t>(opt.train_limit, train.count)
+                               : train.count},
           {"init", "uniform Glorot (tanh, softmax) / He (relu) from mt19937 raw output"},
           {"data", data_json},
           {"history", history}};
@@ -119,15 +122,15 @@ int main(int argc, char** argv) {
       if (r.epoch == 0) {
         std::printf("epoch 0: test acc %.4f (initial weights)\n", r.test_accuracy);
       } else {
-        std::printf("epoch %d: loss %.4f  train acc %.4f  test acc %.4f  %.1f s\n", r.epoch,
-                    r.loss, r.train_accuracy, r.test_accuracy, r.seconds);
+        std::printf("epoch %d: loss %.4f  train acc %.4f  test acc %.4f  %.1f s\n", r.epoch, r.loss,
+                    r.train_accuracy, r.test_accuracy, r.seconds);
       }
       std::fflush(stdout);
       if (every_epoch) {
         save(r, m,
-             fs::path(out_dir) /
-                 (r.epoch == 0 ? std::string("init.safetensors")
-                               : "epoch-" + std::to_string(r.epoch) + ".safetensors"));
+             fs::path(out_dir) / (r.epoch == 0
+                                      ? std::string("init.safetensors")
+                                      : "epoch-" + std::to_string(r.epoch) + ".safetensors"));
       }
       if (r.epoch == opt.epochs) save(r, m, fs::path(out_dir) / "final.safetensors");
     };

@@ -40,8 +40,8 @@ Layer pool(int size, int stride) {
 }
 
 /// Copies images [order[first], ...) of `data` into `input` (scaled) and their labels.
-void gather(const data::Dataset& data, const std::uint32_t* order, std::int64_t count,
-            float scale, float* input, std::uint8_t* labels) {
+void gather(const data::Dataset& data, const std::uint32_t* order, std::int64_t count, float scale,
+            float* input, std::uint8_t* labels) {
   const std::int64_t pixels = std::int64_t{data.rows} * data.cols;
   for (std::int64_t j = 0; j < count; ++j) {
     const std::int64_t img = order != nullptr ? order[j] : j;
@@ -84,7 +84,8 @@ Score score(const Model& model, const data::Dataset& data, std::int64_t n) {
     for (std::int64_t g = g0; g < g1; ++g) {
       const std::int64_t first = g * kGroup, count = std::min(kGroup, n - first);
       std::vector<std::uint32_t> order(static_cast<std::size_t>(count));
-      for (std::int64_t j = 0; j < count; ++j) order[static_cast<std::size_t>(j)] = static_cast<std::uint32_t>(first + j);
+      for (std::int64_t j = 0; j < count; ++j)
+        order[static_cast<std::size_t>(j)] = static_cast<std::uint32_t>(first + j);
       gather(data, order.data(), count, model.input_scale, ws.input.data(), labels.data());
       forward(plan, params.data(), static_cast<int>(count), ws);
       const float* logits = ws.acts[static_cast<std::size_t>(plan.logits_layer)].data();
@@ -111,7 +112,9 @@ Score score(const Model& model, const data::Dataset& data, std::int64_t n) {
 
 }  // namespace
 
-std::vector<std::string> architecture_names() { return {"ece408", "two-conv"}; }
+std::vector<std::string> architecture_names() {
+  return {"ece408", "two-conv"};
+}
 
 Model make_architecture(const std::string& arch, std::uint32_t seed) {
   Model m;
@@ -204,8 +207,8 @@ std::vector<EpochReport> train_model(Model& model, const data::Dataset& train,
   const int capacity = (options.batch + S - 1) / S;
   std::vector<Workspace<float>> ws;
   std::vector<std::vector<float>> grads(static_cast<std::size_t>(S), std::vector<float>(P));
-  std::vector<std::vector<std::uint8_t>> labels(static_cast<std::size_t>(S),
-                                                std::vector<std::uint8_t>(static_cast<std::size_t>(capacity)));
+  std::vector<std::vector<std::uint8_t>> labels(
+      static_cast<std::size_t>(S), std::vector<std::uint8_t>(static_cast<std::size_t>(capacity)));
   for (int s = 0; s < S; ++s) ws.push_back(make_workspace<float>(plan, capacity));
   std::vector<double> slice_loss(static_cast<std::size_t>(S));
   std::vector<std::int64_t> slice_correct(static_cast<std::size_t>(S));
@@ -274,7 +277,8 @@ std::vector<EpochReport> train_model(Model& model, const data::Dataset& train,
       const auto wd = static_cast<float>(options.weight_decay);
       const auto mom = static_cast<float>(options.momentum);
       const float beta2 = 0.999f;
-      const auto bias1 = static_cast<float>(1.0 - std::pow(options.momentum, static_cast<double>(step)));
+      const auto bias1 =
+          static_cast<float>(1.0 - std::pow(options.momentum, static_cast<double>(step)));
       const auto bias2 = static_cast<float>(1.0 - std::pow(0.999, static_cast<double>(step)));
       // Element-wise update: each element's arithmetic is fixed, so the split does not matter.
       const auto update = [&](std::int64_t k0, std::int64_t k1) {

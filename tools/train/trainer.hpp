@@ -36,26 +36,26 @@ void init_weights(Model& model, std::uint32_t seed);
 
 /// How to train.
 struct TrainOptions {
-  std::uint32_t seed = 1;       ///< data order (the weights come in already initialised)
+  std::uint32_t seed = 1;  ///< data order (the weights come in already initialised)
   int epochs = 4;
-  int batch = 128;              ///< images per step
-  int slices = 8;               ///< fixed parts of each batch, summed in order
-  std::string optimizer = "sgd";  ///< "sgd" (with momentum) or "adam"
-  double lr = 0.05;             ///< peak learning rate
-  double momentum = 0.9;        ///< sgd momentum; adam beta1
-  double weight_decay = 0.0;    ///< L2 added to every weight (not biases)
+  int batch = 128;                  ///< images per step
+  int slices = 8;                   ///< fixed parts of each batch, summed in order
+  std::string optimizer = "sgd";    ///< "sgd" (with momentum) or "adam"
+  double lr = 0.05;                 ///< peak learning rate
+  double momentum = 0.9;            ///< sgd momentum; adam beta1
+  double weight_decay = 0.0;        ///< L2 added to every weight (not biases)
   std::string schedule = "cosine";  ///< "cosine" (decay to 0 over all steps) or "constant"
   std::int64_t train_limit = 0;     ///< use only the first N training images (0: all)
-  bool parallel = true;  ///< false: run the slices one after another in this thread
+  bool parallel = true;             ///< false: run the slices one after another in this thread
 };
 
 /// What one epoch achieved.
 struct EpochReport {
-  int epoch = 0;                 ///< 0: before training
-  double loss = 0.0;             ///< mean cross-entropy over the epoch's steps
-  double train_accuracy = 0.0;   ///< fraction right while training (weights moving)
-  double test_accuracy = -1.0;   ///< after the epoch, float, full test set (-1: no test set)
-  double seconds = 0.0;          ///< wall time of the epoch
+  int epoch = 0;                ///< 0: before training
+  double loss = 0.0;            ///< mean cross-entropy over the epoch's steps
+  double train_accuracy = 0.0;  ///< fraction right while training (weights moving)
+  double test_accuracy = -1.0;  ///< after the epoch, float, full test set (-1: no test set)
+  double seconds = 0.0;         ///< wall time of the epoch
 };
 
 /// Called with the model after each epoch (and once before training, epoch 0).
