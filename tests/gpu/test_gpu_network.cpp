@@ -20,23 +20,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const data::Dataset& test_set() {
-  static const data::Dataset ds = [] {
-    std::string why;
-    const auto dir = test::real_data_dir(&why);
-    if (!dir) test::skip(why);
-    return data::load_fashion_mnist(*dir, data::Split::test);
-  }();
-  return ds;
-}
-
 Model model_named(const std::string& name) {
   return load_model(test::source_dir() / "datasets/models" / (name + ".safetensors"));
 }
 
 std::int64_t correct_of(const Model& model, std::int64_t n, const GpuConvCall& conv,
                         const std::string& name) {
-  const data::Dataset& ds = test_set();
+  const data::Dataset& ds = test::real_test_set();
   const NetworkRun run = run_network_gpu(model, ds.images(n, model.input_scale), conv, name);
   return count_correct(predictions(run.output), ds.labels);
 }

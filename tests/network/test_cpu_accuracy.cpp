@@ -16,16 +16,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const data::Dataset& test_set() {
-  static const data::Dataset ds = [] {
-    std::string why;
-    const auto dir = test::real_data_dir(&why);
-    if (!dir) test::skip(why);
-    return data::load_fashion_mnist(*dir, data::Split::test);
-  }();
-  return ds;
-}
-
 std::vector<fs::path> model_files() {
   std::vector<fs::path> files;
   for (const auto& e : fs::directory_iterator(test::source_dir() / "datasets" / "models")) {
@@ -39,7 +29,7 @@ std::vector<fs::path> model_files() {
 void check_counts(const Model& model, const CpuConvCall& conv) {
   REQUIRE_FALSE(model.expected_correct.empty());
   const std::int64_t n = model.expected_correct.rbegin()->first;
-  const data::Dataset& ds = test_set();
+  const data::Dataset& ds = test::real_test_set();
   const NetworkRun run = run_network_cpu(model, ds.images(n, model.input_scale), conv);
   const std::vector<int> pred = predictions(run.output);
   for (const auto& [images, expected] : model.expected_correct) {

@@ -34,6 +34,16 @@ std::optional<fs::path> real_data_dir(std::string* why) {
   return std::nullopt;
 }
 
+const data::Dataset& real_test_set() {
+  static const data::Dataset test_set = [] {
+    std::string why;
+    const auto dir = real_data_dir(&why);
+    if (!dir) skip(why);
+    return data::load_fashion_mnist(*dir, data::Split::test);
+  }();
+  return test_set;
+}
+
 void skip(const std::string& reason) {
   std::cout << "SKIPPED: " << reason << std::endl;
   std::exit(77);

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "datasets/fashion_mnist.hpp"
 #include "reference/conv/conv_shape.hpp"
 
 namespace convlab::test {
@@ -18,6 +19,9 @@ std::filesystem::path source_dir();
 std::filesystem::path convlab_binary();
 /// The Fashion-MNIST directory the data tests use, or nullopt (and `why`) when absent.
 std::optional<std::filesystem::path> real_data_dir(std::string* why);
+/// The real Fashion-MNIST test set, loaded once; skips the test binary (exit 77, reason
+/// printed) when the files are not installed.
+const data::Dataset& real_test_set();
 /// Exits the test binary with 77 (CTest: Skipped) after printing `reason`.
 [[noreturn]] void skip(const std::string& reason);
 

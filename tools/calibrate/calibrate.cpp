@@ -9,6 +9,7 @@
 #include "reference/core/error.hpp"
 #include "reference/core/parallel.hpp"
 #include "tools/train/net.hpp"
+#include "tools/train/trainer.hpp"
 
 namespace convlab::tools {
 namespace {
@@ -17,19 +18,6 @@ std::string fmt(const char* format, double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, format, v);
   return buf;
-}
-
-void check_input(const Model& model, const data::Dataset& data, std::int64_t n) {
-  if (model.input.size() != 3 || model.input[0] != 1 || model.input[1] != data.rows ||
-      model.input[2] != data.cols) {
-    throw Error("model '" + model.name + "' expects input " + shape_string(model.input) +
-                ", data has " + std::to_string(data.rows) + "x" + std::to_string(data.cols) +
-                " images");
-  }
-  if (n < 1 || n > data.count) {
-    throw Error("asked for " + std::to_string(n) + " images, data has " +
-                std::to_string(data.count));
-  }
 }
 
 /// Margin of one image: the predicted class's logit minus the best other logit.
@@ -70,7 +58,7 @@ double Evaluation::max_abs_logit() const {
 
 Evaluation evaluate_exact(const Model& model, const data::Dataset& data, std::int64_t n,
                           bool keep_inputs) {
-  check_input(model, data, n);
+  check_data(model, data, n);
   const NetPlan plan = make_plan(model);
   const std::vector<double> params = flatten_params<double>(plan, model);
   const LayerPlan& last_fc = plan.layers[static_cast<std::size_t>(plan.logits_layer)];
@@ -361,7 +349,7 @@ RepairResult repair_margins(Model& model, const Evaluation& eval, double bound,
 
 std::vector<int> predict_float32(const Model& model, const data::Dataset& data, std::int64_t n,
                                  std::vector<float>* logits) {
-  check_input(model, data, n);
+  check_data(model, data, n);
   std::int64_t last_fc = -1;
   for (std::size_t i = 0; i < model.layers.size(); ++i) {
     if (model.layers[i].kind == LayerKind::fc) last_fc = static_cast<std::int64_t>(i);

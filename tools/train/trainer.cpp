@@ -52,19 +52,6 @@ void gather(const data::Dataset& data, const std::uint32_t* order, std::int64_t 
   }
 }
 
-void check_data(const Model& model, const NetPlan& plan, const data::Dataset& data,
-                std::int64_t n) {
-  if (std::int64_t{data.rows} * data.cols != plan.input_size || model.input[0] != 1) {
-    throw Error("model '" + model.name + "' expects input " + shape_string(model.input) +
-                ", data has " + std::to_string(data.rows) + "x" + std::to_string(data.cols) +
-                " images");
-  }
-  if (n < 1 || n > data.count) {
-    throw Error("asked for " + std::to_string(n) + " images, data has " +
-                std::to_string(data.count));
-  }
-}
-
 /// Runs fn(correct, loss) over the first n images in fixed groups; used by the evaluations.
 struct Score {
   std::int64_t correct = 0;
@@ -73,7 +60,7 @@ struct Score {
 
 Score score(const Model& model, const data::Dataset& data, std::int64_t n) {
   const NetPlan plan = make_plan(model);
-  check_data(model, plan, data, n);
+  check_data(model, data, n);
   const std::vector<float> params = flatten_params<float>(plan, model);
   constexpr std::int64_t kGroup = 32;
   const std::int64_t groups = (n + kGroup - 1) / kGroup;
@@ -182,7 +169,7 @@ std::vector<EpochReport> train_model(Model& model, const data::Dataset& train,
   const NetPlan plan = make_plan(model);
   const std::int64_t n_train =
       options.train_limit > 0 ? std::min(options.train_limit, train.count) : train.count;
-  check_data(model, plan, train, n_train);
+  check_data(model, train, n_train);
   if (options.batch < 1 || options.slices < 1 || options.epochs < 0) {
     throw Error("batch, slices and epochs must be positive");
   }
@@ -326,6 +313,19 @@ std::int64_t count_correct(const Model& model, const data::Dataset& data, std::i
 
 double mean_loss(const Model& model, const data::Dataset& data, std::int64_t n) {
   return score(model, data, n).loss / static_cast<double>(n);
+}
+
+void check_data(const Model& model, const data::Dataset& data, std::int64_t n) {
+  if (model.input.size() != 3 || model.input[0] != 1 || model.input[1] != data.rows ||
+      model.input[2] != data.cols) {
+    throw Error("model '" + model.name + "' expects input " + shape_string(model.input) +
+                ", data has " + std::to_string(data.rows) + "x" + std::to_string(data.cols) +
+                " images");
+  }
+  if (n < 1 || n > data.count) {
+    throw Error("asked for " + std::to_string(n) + " images, data has " +
+                std::to_string(data.count));
+  }
 }
 
 }  // namespace convlab::tools

@@ -69,6 +69,10 @@ std::vector<EpochReport> train_model(Model& model, const data::Dataset& train,
 /// Correct predictions (float, the trainer's arithmetic) among the first n images of `data`.
 std::int64_t count_correct(const Model& model, const data::Dataset& data, std::int64_t n);
 
+/// Throws Error unless `model` takes single-channel images of `data`'s size and
+/// 1 <= n <= data.count.
+void check_data(const Model& model, const data::Dataset& data, std::int64_t n);
+
 /// Mean cross-entropy (float arithmetic) over the first n images of `data`.
 double mean_loss(const Model& model, const data::Dataset& data, std::int64_t n);
 

@@ -20,6 +20,7 @@
 
 #include "reference/conv/student_api.hpp"
 #include "reference/core/cuda_check.hpp"
+#include "reference/core/cuda_launch.cuh"
 
 namespace convlab::solution {
 namespace {
@@ -84,20 +85,8 @@ void conv_shared_tiling(float* y, const float* x, const float* k, const ConvShap
   const std::int64_t in_tile = kTile + shape.K - 1;
   const std::int64_t smem_bytes =
       (in_tile * in_tile + std::int64_t{shape.K} * shape.K) * std::int64_t{sizeof(float)};
-  // Above 48 KB a kernel must opt in to the larger shared memory of the device.
-  if (smem_bytes > 48 * 1024) {
-    int device = 0, max_optin = 0;
-    CUDA_CHECK(cudaGetDevice(&device));
-    CUDA_CHECK(cudaDeviceGetAttribute(&max_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-    if (smem_bytes > max_optin) {
-      throw Error("K=" + std::to_string(shape.K) + " needs " + std::to_string(smem_bytes) +
-                  " bytes of shared memory per block in conv_shared_tiling; the device has " +
-                  std::to_string(max_optin));
-    }
-    CUDA_CHECK(cudaFuncSetAttribute(conv_shared_tiling_kernel,
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    static_cast<int>(smem_bytes)));
-  }
+  allow_dynamic_shared_memory(conv_shared_tiling_kernel, smem_bytes,
+                              "conv_shared_tiling for " + shape.to_string());
   const dim3 block(kTile, kTile);
   const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(std::min(shape.M, 65535)),
                   static_cast<unsigned>(std::min(shape.B, 65535)));

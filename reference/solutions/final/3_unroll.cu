@@ -18,6 +18,7 @@
 
 #include "reference/conv/student_api.hpp"
 #include "reference/core/cuda_check.hpp"
+#include "reference/core/cuda_launch.cuh"
 
 namespace convlab::solution {
 namespace {
@@ -76,11 +77,8 @@ __global__ void conv_unroll_kernel(float* __restrict__ y, const float* __restric
 template <int kK>
 void launch(float* y, const float* x, const float* k, const ConvShape& shape, cudaStream_t stream,
             int tiles_w, unsigned tiles, std::int64_t smem_bytes) {
-  if (smem_bytes > 48 * 1024) {  // opt in to the device's larger shared memory
-    CUDA_CHECK(cudaFuncSetAttribute(conv_unroll_kernel<kK>,
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    static_cast<int>(smem_bytes)));
-  }
+  allow_dynamic_shared_memory(conv_unroll_kernel<kK>, smem_bytes,
+                              "conv_unroll for " + shape.to_string());
   const dim3 block(kTile, kTile);
   const dim3 grid(tiles, static_cast<unsigned>(std::min(shape.M, 65535)),
                   static_cast<unsigned>(std::min(shape.B, 65535)));
@@ -100,43 +98,10 @@ void conv_unroll(float* y, const float* x, const float* k, const ConvShape& shap
   const std::int64_t in_tile = kTile + shape.K - 1;
   const std::int64_t smem_bytes =
       (in_tile * in_tile + std::int64_t{shape.K} * shape.K) * std::int64_t{sizeof(float)};
-  if (smem_bytes > 48 * 1024) {
-    int device = 0, max_optin = 0;
-    CUDA_CHECK(cudaGetDevice(&device));
-    CUDA_CHECK(cudaDeviceGetAttribute(&max_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-    if (smem_bytes > max_optin) {
-      throw Error("K=" + std::to_string(shape.K) + " needs " + std::to_string(smem_bytes) +
-                  " bytes of shared memory per block in conv_unroll; the device has " +
-                  std::to_string(max_optin));
-    }
-  }
   const auto t = static_cast<unsigned>(tiles);
-  switch (shape.K) {
-    case 1:
-      launch<1>(y, x, k, shape, stream, tiles_w, t, smem_bytes);
-      break;
-    case 2:
-      launch<2>(y, x, k, shape, stream, tiles_w, t, smem_bytes);
-      break;
-    case 3:
-      launch<3>(y, x, k, shape, stream, tiles_w, t, smem_bytes);
-      break;
-    case 4:
-      launch<4>(y, x, k, shape, stream, tiles_w, t, smem_bytes);
-      break;
-    case 5:
-      launch<5>(y, x, k, shape, stream, tiles_w, t, smem_bytes);
-      break;
-    case 6:
-      launch<6>(y, x, k, shape, stream, tiles_w, t, smem_bytes);
-      break;
-    case 7:
-      launch<7>(y, x, k, shape, stream, tiles_w, t, smem_bytes);
-      break;
-    default:
-      launch<0>(y, x, k, shape, stream, tiles_w, t, smem_bytes);
-      break;
-  }
+  dispatch_filter_size<7>(shape.K, [&](auto filter_size) {
+    launch<decltype(filter_size)::value>(y, x, k, shape, stream, tiles_w, t, smem_bytes);
+  });
 }
 
 }  // namespace convlab::solution

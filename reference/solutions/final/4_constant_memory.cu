@@ -22,6 +22,7 @@
 
 #include "reference/conv/student_api.hpp"
 #include "reference/core/cuda_check.hpp"
+#include "reference/core/cuda_launch.cuh"
 
 namespace convlab::solution {
 namespace {
@@ -86,11 +87,8 @@ __global__ void conv_constant_memory_kernel(float* __restrict__ y, const float* 
 template <int kK>
 void launch(float* y, const float* x, const float* k, const ConvShape& shape, cudaStream_t stream,
             int tiles_w, unsigned tiles, std::int64_t smem_bytes) {
-  if (smem_bytes > 48 * 1024) {  // opt in to the device's larger shared memory
-    CUDA_CHECK(cudaFuncSetAttribute(conv_constant_memory_kernel<kK>,
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    static_cast<int>(smem_bytes)));
-  }
+  allow_dynamic_shared_memory(conv_constant_memory_kernel<kK>, smem_bytes,
+                              "conv_constant_memory for " + shape.to_string());
   const int kk = shape.K * shape.K;
   const std::int64_t filter_floats = std::int64_t{shape.C} * kk;  // one output map
   // Chunks: whole filters of several maps when one filter fits, else channel ranges of one map.
@@ -134,43 +132,10 @@ void conv_constant_memory(float* y, const float* x, const float* k, const ConvSh
   }
   const std::int64_t in_tile = kTile + shape.K - 1;
   const std::int64_t smem_bytes = in_tile * in_tile * std::int64_t{sizeof(float)};
-  if (smem_bytes > 48 * 1024) {
-    int device = 0, max_optin = 0;
-    CUDA_CHECK(cudaGetDevice(&device));
-    CUDA_CHECK(cudaDeviceGetAttribute(&max_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-    if (smem_bytes > max_optin) {
-      throw Error("K=" + std::to_string(shape.K) + " needs " + std::to_string(smem_bytes) +
-                  " bytes of shared memory per block in conv_constant_memory; the device has " +
-                  std::to_string(max_optin));
-    }
-  }
   const auto t = static_cast<unsigned>(tiles);
-  switch (shape.K) {
-    case 1:
-      launch<1>(y, x, k, shape, stream, tiles_w, t, smem_bytes);
-      break;
-    case 2:
-      launch<2>(y, x, k, shape, stream, tiles_w, t, smem_bytes);
-      break;
-    case 3:
-      launch<3>(y, x, k, shape, stream, tiles_w, t, smem_bytes);
-      break;
-    case 4:
-      launch<4>(y, x, k, shape, stream, tiles_w, t, smem_bytes);
-      break;
-    case 5:
-      launch<5>(y, x, k, shape, stream, tiles_w, t, smem_bytes);
-      break;
-    case 6:
-      launch<6>(y, x, k, shape, stream, tiles_w, t, smem_bytes);
-      break;
-    case 7:
-      launch<7>(y, x, k, shape, stream, tiles_w, t, smem_bytes);
-      break;
-    default:
-      launch<0>(y, x, k, shape, stream, tiles_w, t, smem_bytes);
-      break;
-  }
+  dispatch_filter_size<7>(shape.K, [&](auto filter_size) {
+    launch<decltype(filter_size)::value>(y, x, k, shape, stream, tiles_w, t, smem_bytes);
+  });
 }
 
 }  // namespace convlab::solution

@@ -31,6 +31,7 @@
 
 #include "reference/conv/student_api.hpp"
 #include "reference/core/cuda_check.hpp"
+#include "reference/core/cuda_launch.cuh"
 
 namespace convlab::solution {
 namespace {
@@ -204,29 +205,12 @@ void conv_best(float* y, const float* x, const float* k, const ConvShape& shape,
       static_cast<int>(std::clamp<std::int64_t>(kSharedBytes / (plane_bytes * imgs), 1, shape.C));
   const int threads = static_cast<int>(
       std::min<std::int64_t>(ceil_div<std::int64_t>(imgs * strips, 32) * 32, kMaxThreads));
-  switch (shape.K) {
-    case 1:
-      launch_blocked<1>(y, x, shape, stream, imgs, c_slab, pitch, threads);
-      break;
-    case 2:
-      launch_blocked<2>(y, x, shape, stream, imgs, c_slab, pitch, threads);
-      break;
-    case 3:
-      launch_blocked<3>(y, x, shape, stream, imgs, c_slab, pitch, threads);
-      break;
-    case 4:
-      launch_blocked<4>(y, x, shape, stream, imgs, c_slab, pitch, threads);
-      break;
-    case 5:
-      launch_blocked<5>(y, x, shape, stream, imgs, c_slab, pitch, threads);
-      break;
-    case 6:
-      launch_blocked<6>(y, x, shape, stream, imgs, c_slab, pitch, threads);
-      break;
-    default:
-      launch_blocked<7>(y, x, shape, stream, imgs, c_slab, pitch, threads);
-      break;
-  }
+  dispatch_filter_size<7>(shape.K, [&](auto filter_size) {
+    constexpr int kK = decltype(filter_size)::value;
+    if constexpr (kK > 0) {  // `blocked` above guarantees 1 <= K <= 7
+      launch_blocked<kK>(y, x, shape, stream, imgs, c_slab, pitch, threads);
+    }
+  });
 }
 
 }  // namespace convlab::solution

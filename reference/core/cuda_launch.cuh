@@ -1,0 +1,45 @@
+/// @file
+/// @brief Launch helpers shared by the GPU kernels (CUDA sources only).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "reference/core/cuda_check.hpp"
+
+namespace convlab {
+
+/// Lets `kernel` use `bytes` of dynamic shared memory per block. Above the 48 KB every device
+/// grants, a kernel must opt in to the device's larger limit; past that limit this throws
+/// Error saying that `who` needs more than the device has.
+template <typename Kernel>
+void allow_dynamic_shared_memory(Kernel* kernel, std::int64_t bytes, const std::string& who) {
+  if (bytes <= 48 * 1024) return;
+  int device = 0, limit = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  if (bytes > limit) {
+    throw Error(who + " needs " + std::to_string(bytes) +
+                " bytes of shared memory per block; this device has " + std::to_string(limit));
+  }
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  static_cast<int>(bytes)));
+}
+
+/// Calls f(std::integral_constant<int, K>{}) with K = k when 1 <= k <= Max, so a kernel can
+/// take the filter size as a template parameter (loops over it unroll), and with K = 0 (meaning
+/// "K only known at run time") otherwise.
+template <int Max, typename F>
+void dispatch_filter_size(int k, F&& f) {
+  const bool compiled = [&]<int... Ks>(std::integer_sequence<int, Ks...>) {
+    return ((k == Ks + 1 ? (f(std::integral_constant<int, Ks + 1>{}), true) : false) || ...);
+  }
+  (std::make_integer_sequence<int, Max>{});
+  if (!compiled) f(std::integral_constant<int, 0>{});
+}
+
+}  // namespace convlab
