@@ -23,7 +23,9 @@ std::string how_to_get_data() {
 }
 
 [[noreturn]] void fail(const std::string& what) {
-  throw Error(what + ". " + how_to_get_data());
+  // Keep the sentence's own closing mark ("...?") rather than adding a second one.
+  const bool closed = !what.empty() && (what.back() == '.' || what.back() == '?');
+  throw Error(what + (closed ? " " : ". ") + how_to_get_data());
 }
 
 IdxArray read_file(const fs::path& path) {

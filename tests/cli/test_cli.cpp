@@ -85,6 +85,15 @@ TEST_CASE("missing or corrupt data files") {
     check_clear_error(convlab_run("run m2 ece408-high 10 --impl solution", data.env()),
                       "t10k-images-idx3-ubyte.gz");
   }
+  SUBCASE("wrong IDX magic number") {
+    SyntheticData data;
+    const fs::path f = data.dir.path() / "t10k-images-idx3-ubyte.gz";
+    // A float-typed (0x0D) header where unsigned bytes (0x08) belong.
+    REQUIRE(test::run_command("printf '\\000\\000\\015\\003' | gzip -c > " + f.string(), nullptr) ==
+            0);
+    check_clear_error(convlab_run("run m2 ece408-high 10 --impl solution", data.env()),
+                      "t10k-images-idx3-ubyte.gz");
+  }
   SUBCASE("not gzip at all") {
     SyntheticData data;
     std::ofstream(data.dir.path() / "t10k-labels-idx1-ubyte.gz") << "this is not gzip data";
@@ -162,4 +171,20 @@ TEST_CASE("m2 with the staff solution prints the original four lines and a JSON 
   CHECK(j.at("runs").at(0).at("correct") == m.expected_correct.at(100));
   CHECK(j.at("runs").at(0).at("matches_expected") == true);
   CHECK(j.at("runs").at(0).at("conv_layers").size() == 1);
+}
+
+TEST_CASE("the original figures at 10000 images: m2 0.8562 and 0.629, m1 on the CPU 0.8673") {
+  std::string why;
+  if (!test::real_data_dir(&why)) test::skip(why);
+  const std::pair<std::string, std::string> runs[] = {
+      {"run m2 ece408-high 10000 --impl solution", "Correctness: 0.8562 Model: ece408-high\n"},
+      {"run m2 ece408-low 10000 --impl solution", "Correctness: 0.629 Model: ece408-low\n"},
+      {"run m1 baseline 10000 --device cpu", "Correctness: 0.8673 Model: baseline\n"}};
+  for (const auto& [args, last_line] : runs) {
+    const Result r = convlab_run(args);
+    CAPTURE(r.output);
+    CHECK(r.code == 0);
+    REQUIRE(r.output.size() >= last_line.size());
+    CHECK(r.output.substr(r.output.size() - last_line.size()) == last_line);
+  }
 }
