@@ -65,6 +65,13 @@ void attempt(RunRecord& rec, bool keep_going, Body body) {
   }
 }
 
+// The staff solution of a student file mirrors its path: student/X -> reference/solutions/X.
+[[maybe_unused]] std::string solution_file(std::string_view student_file) {
+  constexpr std::string_view prefix = "student/";
+  if (student_file.starts_with(prefix)) student_file.remove_prefix(prefix.size());
+  return "reference/solutions/" + std::string(student_file);
+}
+
 }  // namespace
 
 int run_milestone(const RunOptions& opt, std::ostream& out, std::ostream& err) {
@@ -166,9 +173,8 @@ int run_milestone(const RunOptions& opt, std::ostream& out, std::ostream& err) {
       for (const GpuVariant* v : chosen) {
         RunRecord& rec = records.emplace_back();
         rec.label = std::string(v->name);
-        rec.code_file = opt.impl == Impl::student
-                            ? std::string(v->student_file)
-                            : "reference/solutions/" + std::string(v->student_file).substr(8);
+        rec.code_file = opt.impl == Impl::student ? std::string(v->student_file)
+                                                  : solution_file(v->student_file);
         attempt(rec, all, [&] {
           return run_network_gpu(model, input, v->launcher(opt.impl), rec.label, gpu_timing);
         });
