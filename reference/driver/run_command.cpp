@@ -312,3 +312,40 @@ int run_milestone(const RunOptions& opt, std::ostream& out, std::ostream& err) {
 }
 
 }  // namespace convlab
+
+#include <CLI/CLI.hpp>
+
+#include "reference/driver/commands.hpp"
+
+namespace convlab {
+
+void add_run_command(CLI::App& app, int& exit_code) {
+  auto opt = std::make_shared<RunOptions>();
+  auto impl = std::make_shared<std::string>(CONVLAB_DEFAULT_IMPL);
+  auto model_dirs = std::make_shared<std::vector<std::string>>();
+  CLI::App* run = app.add_subcommand(
+      "run", "Run a milestone's convolution inside the network on the Fashion-MNIST test set");
+  run->add_option("milestone", opt->milestone, "m1, m2, m3 or final")->required();
+  run->add_option("model", opt->model, "model name or .safetensors file (default: the milestone's)");
+  run->add_option("N", opt->images, "how many test images, 1 to 10000 (default 10000)");
+  run->add_option("--variant", opt->variant, "GPU variant to run (m3, final), or all for a table");
+  run->add_option("--impl", *impl, "student: your code in student/; solution: the staff code")
+      ->check(CLI::IsMember({"student", "solution"}))
+      ->capture_default_str();
+  run->add_option("--json", opt->json, "also write the results as JSON to this file");
+  run->add_option("--data", opt->data,
+                  "Fashion-MNIST directory (default: $CONVLAB_DATA, else "
+                  "/usr/share/datasets/fashion-mnist)");
+  run->add_option("--device", opt->device, "m1 only: cpu (m1.1) or gpu (m1.2)")
+      ->check(CLI::IsMember({"cpu", "gpu"}));
+  run->add_option("--models", *model_dirs, "extra directory of .safetensors models");
+  run->add_option("--runs", opt->runs, "timed calls of each conv layer; Op Time is the fastest")
+      ->capture_default_str();
+  run->callback([opt, impl, model_dirs, &exit_code] {
+    opt->impl = parse_impl(*impl);
+    for (const std::string& d : *model_dirs) opt->model_dirs.emplace_back(d);
+    exit_code = run_milestone(*opt, std::cout, std::cerr);
+  });
+}
+
+}  // namespace convlab

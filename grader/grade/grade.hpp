@@ -1,0 +1,42 @@
+/// @file
+/// @brief `convlab grade`: builds one submission against a pristine copy of the framework and
+/// runs every check of a milestone in the sandbox.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "grader/grade/grade_result.hpp"
+
+namespace convlab::grader {
+
+/// Everything `convlab grade` accepts.
+struct GradeOptions {
+  std::filesystem::path submission;  ///< folder holding student/ (or its files, flat)
+  std::string milestone;             ///< m2, m3, final or all
+  std::string team;                  ///< default: the submission folder's name
+  std::filesystem::path out;         ///< report.json, results.json, logs/ (default ./grade-<team>)
+  std::optional<std::filesystem::path> db;    ///< results database to add a row to
+  std::vector<std::filesystem::path> model_dirs;  ///< hidden models (never shown to students)
+  std::optional<std::filesystem::path> data;  ///< Fashion-MNIST directory
+  std::optional<std::uint64_t> seed;          ///< element-wise inputs; default: drawn now
+  std::optional<int> runs;                    ///< timed runs; default: the milestone's (3)
+  /// Where the pristine framework is built once and reused (default: $CONVLAB_CACHE, else
+  /// $XDG_CACHE_HOME/convlab, else ~/.cache/convlab).
+  std::optional<std::filesystem::path> cache;
+  bool keep_work = false;  ///< keep the build folder and sandbox folders
+};
+
+/// One line of progress ("building", "network/best/ece408-high/10000: passed").
+using ProgressFn = std::function<void(const std::string& line)>;
+
+/// Grades one submission; writes report.json and results.json under options.out and a row to
+/// options.db. Throws Error only for the grader's own bad input (no such submission folder,
+/// unknown milestone, unusable --out); anything the submission does becomes a failed check.
+GradeResult grade_submission(const GradeOptions& options, const ProgressFn& progress = {});
+
+}  // namespace convlab::grader

@@ -1,0 +1,20 @@
+/// @file
+/// @brief How the `convlab` subcommands plug into one CLI: each registers its options on the
+/// app and, when chosen, stores its exit code in `exit_code`.
+#pragma once
+
+namespace CLI {
+class App;
+}
+
+namespace convlab {
+
+/// `convlab run`: a milestone's convolution in the network (reference/driver/run_command.cpp).
+void add_run_command(CLI::App& app, int& exit_code);
+/// `convlab bench`: per-layer timings of a network description against cuDNN
+/// (reference/bench/).
+void add_bench_command(CLI::App& app, int& exit_code);
+/// `convlab grade`, `grade-all`, `leaderboard`, `release` (grader/cli/).
+void add_grader_commands(CLI::App& app, int& exit_code);
+
+}  // namespace convlab
