@@ -1,0 +1,69 @@
+/// @file
+/// @brief Builds one submission: scans its files (only the milestone's student files are
+/// taken), overlays them on a pristine copy of the framework, compiles them with a time limit
+/// in the sandbox, refuses includes from outside the framework and calls into cuDNN, cuBLAS,
+/// the library convolution or the staff solutions, and links the check harness
+/// (`convlab-check`, grader/worker/) against them.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace convlab::grader {
+
+/// Which files of a submission were taken and which were refused.
+struct SubmissionFiles {
+  /// Paths relative to the framework root, e.g. "student/final/5_best.cu".
+  std::vector<std::string> accepted;
+  /// (path in the submission, why it was refused), e.g. ("reference/network/network.cpp",
+  /// "only these files are graded: ..."). Files identical to the framework's copy are ignored
+  /// silently (a team may hand in its whole checkout).
+  std::vector<std::pair<std::string, std::string>> rejected;
+  /// Allowed files the submission does not contain (the pristine stub is graded for them).
+  std::vector<std::string> missing;
+};
+
+/// What to build.
+struct BuildRequest {
+  std::filesystem::path submission;        ///< the team's folder
+  std::vector<std::string> allowed_files;  ///< the milestone's team_writes
+  std::filesystem::path framework_root;    ///< the pristine framework (convlab_root())
+  std::filesystem::path work_dir;          ///< a fresh folder for this submission
+  std::filesystem::path cache_dir;         ///< where the framework is built once and reused
+  double time_limit_s = 600.0;             ///< wall clock of the submission's build
+  bool cuda = true;                        ///< build the GPU parts
+};
+
+/// How the build went. reason: ok, build_failed, timeout, forbidden_include,
+/// forbidden_symbol, framework_build_failed (the grader's own problem: reported, not blamed
+/// on the team).
+struct BuildResult {
+  bool ok = false;
+  std::string reason = "ok";
+  SubmissionFiles files;
+  /// The compiler's output (capped), for the student to read.
+  std::string log;
+  /// One line per refused include or symbol: "student/final/5_best.cu: calls cudnnConvolutionForward
+  /// (cuDNN is not allowed in your code; write the convolution yourself)".
+  std::vector<std::string> forbidden;
+  /// The built harness (meaningful when ok).
+  std::filesystem::path worker;
+  double wall_s = 0.0;
+};
+
+/// Progress lines for the terminal.
+using BuildProgressFn = std::function<void(const std::string&)>;
+
+/// Scans the submission's files against `allowed` (see SubmissionFiles) without building.
+SubmissionFiles scan_submission(const std::filesystem::path& submission,
+                                const std::vector<std::string>& allowed,
+                                const std::filesystem::path& framework_root);
+
+/// Builds the submission. Never throws for anything the submission contains; throws Error
+/// only when the request itself is unusable (no such folder, work_dir not writable).
+BuildResult build_submission(const BuildRequest& request, const BuildProgressFn& progress = {});
+
+}  // namespace convlab::grader
