@@ -72,6 +72,8 @@ struct GradeResult {
   std::optional<double> op_time_s, op_time_median_s, reference_time_s;
   std::optional<double> speedup;  ///< reference_time_s / op_time_s
   std::string ranked_variant;
+  std::string ranked_model;        ///< the milestone's default model
+  std::int64_t ranked_images = 0;  ///< and N
   /// Reasons for a human to look (e.g. "best is 14.2x faster than cuDNN").
   std::vector<std::string> flags;
   MachineInfo machine;
