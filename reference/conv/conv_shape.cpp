@@ -26,4 +26,18 @@ std::string ConvShape::to_string() const {
          " H=" + std::to_string(H) + " W=" + std::to_string(W) + " K=" + std::to_string(K);
 }
 
+void PoolShape::validate(const ConvShape& conv) const {
+  if (size < 1 || stride < 1) {
+    throw Error("max-pool size and stride must be positive: " + to_string());
+  }
+  if (size > conv.H_out() || size > conv.W_out()) {
+    throw Error("max-pool window (" + to_string() + ") is larger than the convolution's " +
+                std::to_string(conv.H_out()) + "x" + std::to_string(conv.W_out()) + " output");
+  }
+}
+
+std::string PoolShape::to_string() const {
+  return std::to_string(size) + "x" + std::to_string(size) + " stride " + std::to_string(stride);
+}
+
 }  // namespace convlab

@@ -42,4 +42,25 @@ struct ConvShape {
   friend constexpr bool operator==(const ConvShape&, const ConvShape&) = default;
 };
 
+/// The max-pooling a fused launcher applies to tanh(conv): size x size windows, `stride` apart,
+/// no padding, so `n` conv outputs pool to (n - size) / stride + 1 values (cuDNN's rule).
+struct PoolShape {
+  int size = 2;    ///< window height and width
+  int stride = 2;  ///< step between windows
+
+  /// Pooled extent of `n` conv outputs along one axis.
+  constexpr int out(int n) const { return (n - size) / stride + 1; }
+  /// Elements of the pooled output of `conv`: B*M*out(H_out)*out(W_out).
+  constexpr std::int64_t pooled_elements(const ConvShape& conv) const {
+    return std::int64_t{conv.B} * conv.M * out(conv.H_out()) * out(conv.W_out());
+  }
+  /// Throws Error unless size and stride are positive and a window fits `conv`'s output.
+  void validate(const ConvShape& conv) const;
+  /// "2x2 stride 2"
+  std::string to_string() const;
+
+  /// Two pools are equal when size and stride are.
+  friend constexpr bool operator==(const PoolShape&, const PoolShape&) = default;
+};
+
 }  // namespace convlab

@@ -21,10 +21,16 @@ CudnnConv::CudnnConv() {
   CUDNN_CHECK(cudnnCreateTensorDescriptor(&y_desc_));
   CUDNN_CHECK(cudnnCreateFilterDescriptor(&k_desc_));
   CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&conv_desc_));
+  CUDNN_CHECK(cudnnCreateActivationDescriptor(&tanh_desc_));
+  CUDNN_CHECK(cudnnCreatePoolingDescriptor(&pool_desc_));
+  CUDNN_CHECK(cudnnCreateTensorDescriptor(&pooled_desc_));
 }
 
 CudnnConv::~CudnnConv() {
   // Destructors must not throw: statuses are ignored here.
+  if (pooled_desc_ != nullptr) cudnnDestroyTensorDescriptor(pooled_desc_);
+  if (pool_desc_ != nullptr) cudnnDestroyPoolingDescriptor(pool_desc_);
+  if (tanh_desc_ != nullptr) cudnnDestroyActivationDescriptor(tanh_desc_);
   if (conv_desc_ != nullptr) cudnnDestroyConvolutionDescriptor(conv_desc_);
   if (k_desc_ != nullptr) cudnnDestroyFilterDescriptor(k_desc_);
   if (y_desc_ != nullptr) cudnnDestroyTensorDescriptor(y_desc_);
@@ -97,8 +103,31 @@ void CudnnConv::forward(float* y, const float* x, const float* k, const ConvShap
                                       workspace_bytes_, &zero, y_desc_, y));
 }
 
-std::string CudnnConv::algorithm() const {
-  switch (algo_) {
+void CudnnConv::forward_tanh_maxpool(float* y, const float* x, const float* k,
+                                     const ConvShape& shape, const PoolShape& pool,
+                                     cudaStream_t stream) {
+  pool.validate(shape);
+  if (conv_out_.size() < shape.y_elements()) {
+    conv_out_ = DeviceBuffer();  // free the old one first
+    conv_out_ = DeviceBuffer(shape.y_elements());
+  }
+  forward(conv_out_.data(), x, k, shape, stream);
+  const float one = 1.0f, zero = 0.0f;
+  CUDNN_CHECK(cudnnSetActivationDescriptor(tanh_desc_, CUDNN_ACTIVATION_TANH,
+                                           CUDNN_NOT_PROPAGATE_NAN, 0.0));
+  CUDNN_CHECK(cudnnActivationForward(handle_, tanh_desc_, &one, y_desc_, conv_out_.data(), &zero,
+                                     y_desc_, conv_out_.data()));
+  CUDNN_CHECK(cudnnSetPooling2dDescriptor(pool_desc_, CUDNN_POOLING_MAX, CUDNN_NOT_PROPAGATE_NAN,
+                                          pool.size, pool.size, 0, 0, pool.stride, pool.stride));
+  CUDNN_CHECK(cudnnSetTensor4dDescriptor(pooled_desc_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, shape.B,
+                                         shape.M, pool.out(shape.H_out()),
+                                         pool.out(shape.W_out())));
+  CUDNN_CHECK(cudnnPoolingForward(handle_, pool_desc_, &one, y_desc_, conv_out_.data(), &zero,
+                                  pooled_desc_, y));
+}
+
+std::string cudnn_algorithm_name(cudnnConvolutionFwdAlgo_t algo) {
+  switch (algo) {
     case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM:
       return "IMPLICIT_GEMM";
     case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM:
@@ -115,15 +144,29 @@ std::string CudnnConv::algorithm() const {
       return "WINOGRAD";
     case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED:
       return "WINOGRAD_NONFUSED";
-    default:
-      return "algorithm " + std::to_string(static_cast<int>(algo_));
+    case CUDNN_CONVOLUTION_FWD_ALGO_COUNT:
+      break;
   }
+  return "algorithm " + std::to_string(static_cast<int>(algo));
 }
+
+std::string CudnnConv::algorithm() const { return cudnn_algorithm_name(algo_); }
+
+namespace {
+CudnnConv& thread_cudnn_conv() {
+  thread_local CudnnConv conv;
+  return conv;
+}
+}  // namespace
 
 void conv_forward_cudnn(float* y, const float* x, const float* k, const ConvShape& shape,
                         cudaStream_t stream) {
-  thread_local CudnnConv conv;
-  conv.forward(y, x, k, shape, stream);
+  thread_cudnn_conv().forward(y, x, k, shape, stream);
+}
+
+void conv_tanh_maxpool_cudnn(float* y, const float* x, const float* k, const ConvShape& shape,
+                             const PoolShape& pool, cudaStream_t stream) {
+  thread_cudnn_conv().forward_tanh_maxpool(y, x, k, shape, pool, stream);
 }
 
 }  // namespace convlab

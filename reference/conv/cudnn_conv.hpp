@@ -19,6 +19,9 @@ void cudnn_check(cudnnStatus_t status, const char* call, const char* file, int l
 /// CUDNN_STATUS_SUCCESS.
 #define CUDNN_CHECK(call) ::convlab::cudnn_check((call), #call, __FILE__, __LINE__)
 
+/// "IMPLICIT_GEMM", "FFT_TILING", ... (cudnnConvolutionFwdAlgo_t without its prefix).
+std::string cudnn_algorithm_name(cudnnConvolutionFwdAlgo_t algo);
+
 /// A cuDNN forward convolution (fp32, cross-correlation, no padding, stride 1).
 /// Descriptors, the algorithm and the workspace are set up on the first call for a shape and
 /// reused while the shape stays the same.
@@ -32,6 +35,11 @@ class CudnnConv {
   /// y = conv(x, k) on `stream`; device pointers.
   void forward(float* y, const float* x, const float* k, const ConvShape& shape,
                cudaStream_t stream);
+  /// y = maxpool(tanh(conv(x, k))) on `stream`: the convolution into a scratch buffer owned by
+  /// this object, then cuDNN's tanh and max-pool (no padding), all enqueued by this one call.
+  /// The comparison row for a fused launcher (GpuConvTanhPoolFn), timed the same way.
+  void forward_tanh_maxpool(float* y, const float* x, const float* k, const ConvShape& shape,
+                            const PoolShape& pool, cudaStream_t stream);
   /// Name of the algorithm chosen for the last shape, e.g. "IMPLICIT_PRECOMP_GEMM".
   std::string algorithm() const;
   /// Workspace bytes of that algorithm.
@@ -49,10 +57,19 @@ class CudnnConv {
   ConvShape prepared_{};
   DeviceBuffer workspace_;
   std::size_t workspace_bytes_ = 0;
+  cudnnActivationDescriptor_t tanh_desc_ = nullptr;  // forward_tanh_maxpool
+  cudnnPoolingDescriptor_t pool_desc_ = nullptr;
+  cudnnTensorDescriptor_t pooled_desc_ = nullptr;
+  DeviceBuffer conv_out_;  // the convolution's output before tanh and pooling
 };
 
 /// GpuConvFn-shaped cuDNN convolution using one CudnnConv per thread (for tests and m1.2).
 void conv_forward_cudnn(float* y, const float* x, const float* k, const ConvShape& shape,
                         cudaStream_t stream);
+
+/// GpuConvTanhPoolFn-shaped cuDNN conv + tanh + max-pool (CudnnConv::forward_tanh_maxpool),
+/// using the same CudnnConv per thread as conv_forward_cudnn.
+void conv_tanh_maxpool_cudnn(float* y, const float* x, const float* k, const ConvShape& shape,
+                             const PoolShape& pool, cudaStream_t stream);
 
 }  // namespace convlab

@@ -42,17 +42,29 @@ void conv_forward_cpu(float* y, const float* x, const float* k, const ConvShape&
 using GpuConvFn = void (*)(float* y, const float* x, const float* k, const ConvShape& shape,
                            cudaStream_t stream);
 
+/// The optional fused signature (GpuVariant::student_fused): writes
+/// y = maxpool(tanh(conv(x, k))), the conv layer, the tanh after it and the max-pool after
+/// that in one call, without storing the convolution's output. x and k are as for GpuConvFn;
+/// y is y[B][M][pool.out(H-K+1)][pool.out(W-K+1)]. Device pointers; enqueue on `stream`.
+using GpuConvTanhPoolFn = void (*)(float* y, const float* x, const float* k, const ConvShape& shape,
+                                   const PoolShape& pool, cudaStream_t stream);
+
 /// Declares the launcher conv_<id> of one line of gpu_variants.def (expanded once in namespace
 /// student, once in namespace solution).
 #define CONVLAB_GPU_VARIANT(id, milestone, file, handout, idea)                    \
   void conv_##id(float* y, const float* x, const float* k, const ConvShape& shape, \
                  cudaStream_t stream);
+/// Declares the fused launcher conv_tanh_maxpool_<id> of a variant that offers one.
+#define CONVLAB_GPU_FUSED_VARIANT(id)                                                           \
+  void conv_tanh_maxpool_##id(float* y, const float* x, const float* k, const ConvShape& shape, \
+                              const PoolShape& pool, cudaStream_t stream);
 namespace student {
 #include "reference/conv/gpu_variants.def"
 }  // namespace student
 namespace solution {
 #include "reference/conv/gpu_variants.def"
 }  // namespace solution
+#undef CONVLAB_GPU_FUSED_VARIANT
 #undef CONVLAB_GPU_VARIANT
 
 // clang-format off
@@ -99,6 +111,14 @@ namespace solution {
 /// Written in student/final/5_best.cu; handout: milestones/final/README.md, "5. Your best
 /// kernel". Signature of every GPU variant (GpuConvFn): x, k and y are
 /// device pointers; enqueue the work on `stream` and return.
+
+/// @fn void convlab::student::conv_tanh_maxpool_best(float* y, const float* x, const float* k, const ConvShape& shape, const PoolShape& pool, cudaStream_t stream)
+/// @brief Final, variant 5, optional: the best kernel fused with the tanh and max-pool that
+/// follow the conv layer, y = maxpool(tanh(conv(x, k))).
+///
+/// Written in student/final/5_best.cu; handout: milestones/final/README.md, "5. Your best
+/// kernel". Signature GpuConvTanhPoolFn. While it throws NotImplemented (the stub), the
+/// harness runs conv_best and then its own tanh and max-pool.
 // clang-format on
 #endif
 

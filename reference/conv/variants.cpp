@@ -42,8 +42,34 @@ CpuConvFn cpu_conv(Impl impl) {
 #endif
 
 namespace {
+// The fused launchers of the variants gpu_variants.def lists with CONVLAB_GPU_FUSED_VARIANT.
+#ifdef CONVLAB_HAVE_SOLUTIONS
+#define CONVLAB_SOLUTION_FUSED(id) &solution::conv_tanh_maxpool_##id
+#else
+#define CONVLAB_SOLUTION_FUSED(id) nullptr
+#endif
+struct FusedPair {
+  GpuConvTanhPoolFn student = nullptr;
+  GpuConvTanhPoolFn solution = nullptr;
+};
+constexpr FusedPair fused_of([[maybe_unused]] std::string_view name) {
+#define CONVLAB_GPU_FUSED_VARIANT(id) \
+  if (name == #id) return FusedPair{&student::conv_tanh_maxpool_##id, CONVLAB_SOLUTION_FUSED(id)};
+#include "reference/conv/gpu_variants.def"
+#undef CONVLAB_GPU_FUSED_VARIANT
+  return {};
+}
+
 #define CONVLAB_GPU_VARIANT(id, milestone, file, handout, idea) \
-  GpuVariant{#id, milestone, file, handout, idea, &student::conv_##id, CONVLAB_SOLUTION(id)},
+  GpuVariant{#id,                                               \
+             milestone,                                         \
+             file,                                              \
+             handout,                                           \
+             idea,                                              \
+             &student::conv_##id,                               \
+             CONVLAB_SOLUTION(id),                              \
+             fused_of(#id).student,                             \
+             fused_of(#id).solution},
 constexpr std::array kVariants = {
 #include "reference/conv/gpu_variants.def"
 };
@@ -56,6 +82,14 @@ GpuConvFn GpuVariant::launcher(Impl impl) const {
     throw Error("the staff solutions are not part of this build; run with --impl student");
   }
   return solution;
+}
+
+GpuConvTanhPoolFn GpuVariant::fused_launcher(Impl impl) const {
+  if (impl == Impl::student || student_fused == nullptr) return student_fused;
+  if (solution_fused == nullptr) {
+    throw Error("the staff solutions are not part of this build; run with --impl student");
+  }
+  return solution_fused;
 }
 
 std::span<const GpuVariant> gpu_variants() {

@@ -33,9 +33,17 @@ struct GpuVariant {
   std::string_view idea;          ///< one line: what this variant changes
   GpuConvFn student;              ///< the team's launcher
   GpuConvFn solution;             ///< the staff launcher, or nullptr in the student release
+  /// The team's fused conv + tanh + max-pool launcher, or nullptr where the variant offers
+  /// none (gpu_variants.def, CONVLAB_GPU_FUSED_VARIANT).
+  GpuConvTanhPoolFn student_fused = nullptr;
+  /// The staff fused launcher, or nullptr (no fused launcher, or the student release).
+  GpuConvTanhPoolFn solution_fused = nullptr;
 
   /// The launcher for `impl`; throws Error if the staff solution is not in this build.
   GpuConvFn launcher(Impl impl) const;
+  /// The fused launcher for `impl`, or nullptr when the variant offers none. Throws Error if
+  /// the variant offers one but the staff solutions are not in this build.
+  GpuConvTanhPoolFn fused_launcher(Impl impl) const;
 };
 
 /// Every variant, in teaching order.

@@ -23,6 +23,13 @@ void check_input(const Model& model, const Tensor& input) {
   }
 }
 
+bool fuses_tanh_maxpool2(const Model& model, std::size_t layer) {
+  const std::vector<Layer>& l = model.layers;
+  return layer + 2 < l.size() && l[layer].kind == LayerKind::conv &&
+         l[layer + 1].kind == LayerKind::tanh && l[layer + 2].kind == LayerKind::maxpool &&
+         l[layer + 2].pool_size == 2 && l[layer + 2].pool_stride == 2;
+}
+
 double ConvLayerTime::median() const {
   if (samples.empty()) return seconds;
   std::vector<double> s = samples;

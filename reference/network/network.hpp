@@ -3,13 +3,17 @@
 ///
 /// Op Time is the wall-clock time of the convolution call(s) alone, with the device
 /// synchronised before and after each call, summed over the network's conv layers. Per-layer
-/// figures are kept. Everything else (data loading, copies, other layers) is outside it.
+/// figures are kept. Everything else (data loading, copies, other layers) is outside it, except
+/// where a GPU run uses a fused launcher: that one call computes a conv layer together with the
+/// tanh and 2x2 max-pool after it, and its time is that layer's Op Time (ConvLayerTime::fused).
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "reference/conv/conv_shape.hpp"
@@ -27,10 +31,21 @@ struct ConvLayerTime {
   /// after; the fastest timed call (the original rule: keep the minimum).
   double seconds = 0.0;
   std::vector<double> samples;  ///< every timed call, in order
+  /// Empty for a plain conv call. kFusedTanhMaxpool2 when the timed call was a fused launcher
+  /// that also computed the tanh and the 2x2 max-pool after the conv layer: the figures above
+  /// then include those two layers.
+  std::string fused;
 
   /// Median of the samples.
   double median() const;
 };
+
+/// ConvLayerTime::fused of a call that computed conv, tanh and a 2x2 stride-2 max-pool at once.
+inline constexpr std::string_view kFusedTanhMaxpool2 = "tanh+maxpool2";
+
+/// True when layers[layer] is a conv layer followed by tanh and then a max-pool of size 2 and
+/// stride 2: the three layers a fused launcher (GpuConvTanhPoolFn) can compute in one call.
+bool fuses_tanh_maxpool2(const Model& model, std::size_t layer);
 
 /// How the runner times each convolution.
 struct TimingOptions {
@@ -80,7 +95,7 @@ ConvLayerTime time_conv_layer(int layer, const ConvShape& shape, const TimingOpt
     prepare();
     call();
   }
-  ConvLayerTime t{layer, shape, 0.0, {}};
+  ConvLayerTime t{layer, shape, 0.0, {}, {}};
   for (int i = 0; i < std::max(1, timing.runs); ++i) {
     prepare();
     t.samples.push_back(time_call(sync, call));

@@ -1,5 +1,6 @@
 #include "reference/network/network_gpu.hpp"
 
+#include <cctype>
 #include <fstream>
 #include <string>
 #include <utility>
@@ -52,6 +53,12 @@ Chw chw(const Shape& batch_shape) {
 
 NetworkRun run_network_gpu(const Model& model, const Tensor& input, const GpuConvCall& conv,
                            const std::string& conv_name, const TimingOptions& timing) {
+  return run_network_gpu(model, input, conv, nullptr, conv_name, timing);
+}
+
+NetworkRun run_network_gpu(const Model& model, const Tensor& input, const GpuConvCall& conv,
+                           const GpuConvTanhPoolCall& conv_tanh_pool, const std::string& conv_name,
+                           const TimingOptions& timing) {
   check_input(model, input);
   const std::int64_t n = input.dim(0);
   const std::vector<Shape> shapes = model.output_shapes();
@@ -67,6 +74,7 @@ NetworkRun run_network_gpu(const Model& model, const Tensor& input, const GpuCon
   Shape cur = input.shape();
   NetworkRun run;
   const auto sync = [] { CUDA_CHECK(cudaDeviceSynchronize()); };
+  bool fuse = static_cast<bool>(conv_tanh_pool);  // off for good once the fused call is a stub
 
   for (std::size_t i = 0; i < model.layers.size(); ++i) {
     const Layer& layer = model.layers[i];
@@ -78,15 +86,43 @@ NetworkRun run_network_gpu(const Model& model, const Tensor& input, const GpuCon
                           as_int(cur[1]), as_int(cur[2]),
                           as_int(cur[3]), as_int(layer.weight.dim(2))};
         s.validate();
+        const auto failed = [&](const CudaError& e) {
+          return CudaError("the " + conv_name + " convolution failed on layer " +
+                           std::to_string(i) + " (" + s.to_string() + "): " + e.what() +
+                           "\nRun it under compute-sanitizer to find the faulty access.");
+        };
+        if (fuse && fuses_tanh_maxpool2(model, i)) {
+          // conv, tanh and max-pool in one timed call; the next two layers are skipped.
+          const PoolShape pool{2, 2};
+          Shape pooled = shapes[i + 2];
+          pooled.insert(pooled.begin(), n);
+          DeviceBuffer y(shape_elements(pooled));
+          try {
+            ConvLayerTime t = time_conv_layer(
+                static_cast<int>(i), s, timing, [&] { y.fill_bytes(0xff); }, sync,
+                [&] {
+                  conv_tanh_pool(y.data(), current.data(), weights[i].data(), s, pool,
+                                 stream.get());
+                });
+            t.fused = kFusedTanhMaxpool2;
+            run.conv_layers.push_back(std::move(t));
+            current = std::move(y);
+            out = std::move(pooled);
+            i += 2;
+            break;
+          } catch (const NotImplemented&) {
+            fuse = false;  // the stub: run this layer and the later ones unfused
+          } catch (const CudaError& e) {
+            throw failed(e);
+          }
+        }
         DeviceBuffer y(shape_elements(out));
         try {
           run.conv_layers.push_back(time_conv_layer(
               static_cast<int>(i), s, timing, [&] { y.fill_bytes(0xff); }, sync,
               [&] { conv(y.data(), current.data(), weights[i].data(), s, stream.get()); }));
         } catch (const CudaError& e) {
-          throw CudaError("the " + conv_name + " convolution failed on layer " + std::to_string(i) +
-                          " (" + s.to_string() + "): " + e.what() +
-                          "\nRun it under compute-sanitizer to find the faulty access.");
+          throw failed(e);
         }
         current = std::move(y);
         break;
@@ -135,11 +171,14 @@ GpuInfo gpu_info() {
   CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
   int driver = 0;
   CUDA_CHECK(cudaDriverGetVersion(&driver));
-  // The kernel module states its version in /proc ("... Kernel Module  580.159.04  ...").
+  // The kernel module states its version in /proc: "NVRM version: NVIDIA UNIX [Open] Kernel
+  // Module [for x86_64]  580.159.04  ...": the first number after "Module".
   std::string module = "unknown";
   std::ifstream proc("/proc/driver/nvidia/version");
-  for (std::string word, last; proc >> word; last = word) {
-    if (last == "Module") {
+  bool after_module = false;
+  for (std::string word; proc >> word;) {
+    if (word == "Module") after_module = true;
+    if (after_module && !word.empty() && std::isdigit(static_cast<unsigned char>(word[0]))) {
       module = word;
       break;
     }

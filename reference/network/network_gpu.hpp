@@ -25,6 +25,22 @@ using GpuConvCall =
 NetworkRun run_network_gpu(const Model& model, const Tensor& input, const GpuConvCall& conv,
                            const std::string& conv_name, const TimingOptions& timing = {1, 1});
 
+/// A fused GPU call for a conv layer and the tanh and max-pool after it (the signature of
+/// GpuConvTanhPoolFn): y = maxpool(tanh(conv(x, k))), device pointers, one stream.
+using GpuConvTanhPoolCall = std::function<void(float* y, const float* x, const float* k,
+                                               const ConvShape&, const PoolShape&, cudaStream_t)>;
+
+/// As above, and where `conv_tanh_pool` is set and a conv layer is followed by tanh and then a
+/// 2x2 stride-2 max-pool (fuses_tanh_maxpool2), the runner makes one call of `conv_tanh_pool`
+/// for the three layers instead of calling `conv` and running its own tanh and max-pool. That
+/// call is timed like a conv call (its output, the pooled tensor, is poisoned before each call)
+/// and is the layer's Op Time; the layer's ConvLayerTime::fused says kFusedTanhMaxpool2. When
+/// `conv_tanh_pool` throws NotImplemented (a stub), the run goes on unfused for that layer and
+/// every later one.
+NetworkRun run_network_gpu(const Model& model, const Tensor& input, const GpuConvCall& conv,
+                           const GpuConvTanhPoolCall& conv_tanh_pool, const std::string& conv_name,
+                           const TimingOptions& timing = {1, 1});
+
 /// The device in use, e.g. "NVIDIA H100 80GB HBM3", and its drivers.
 struct GpuInfo {
   /// Device name, as the driver reports it.

@@ -25,6 +25,15 @@
 //   // acc = sum over c, p, q of x[b][c][h+p][w+q] * k[m][c][p][q]; then y[b][m][h][w] = acc
 // }
 //
+// Optional, once conv_best is fast: conv_tanh_maxpool_best(y, x, k, shape, pool, stream) computes
+// the conv layer together with the tanh and the max-pool that follow it in the network,
+//   y[b][m][i][j] = max over 0 <= u, v < pool.size of
+//                   tanh(conv[b][m][i*pool.stride + u][j*pool.stride + v])
+// into y[B][M][pool.out(H-K+1)][pool.out(W-K+1)], so the full-size convolution output never
+// goes to memory. While it throws NotImplemented, as below, the harness runs conv_best and then
+// its own tanh and max-pool. Once it is implemented, the Op Time of such a layer is the time of
+// this fused call (`convlab run` says so; `--no-fuse` times conv_best alone).
+//
 // Read the handout first: milestones/final/README.md, section '5. Your best kernel'.
 #include <cuda_runtime_api.h>
 
@@ -39,6 +48,17 @@ void conv_best([[maybe_unused]] float* y, [[maybe_unused]] const float* x,
                [[maybe_unused]] cudaStream_t stream) {
   // Replace this line with your launch.
   convlab::not_implemented("the best GPU convolution", "student/final/5_best.cu",
+                           "milestones/final/README.md, section '5. Your best kernel'");
+}
+
+void conv_tanh_maxpool_best([[maybe_unused]] float* y, [[maybe_unused]] const float* x,
+                            [[maybe_unused]] const float* k,
+                            [[maybe_unused]] const ConvShape& shape,
+                            [[maybe_unused]] const PoolShape& pool,
+                            [[maybe_unused]] cudaStream_t stream) {
+  // Optional. Replace this line with your fused launch (or leave it: conv_best is used).
+  convlab::not_implemented("the fused conv + tanh + max-pool of the best kernel (optional)",
+                           "student/final/5_best.cu",
                            "milestones/final/README.md, section '5. Your best kernel'");
 }
 

@@ -1,8 +1,11 @@
 // The network on the GPU: its layers agree with the CPU layers, the library (cuDNN) network
-// and every staff variant give the exact expected counts on the real test set.
+// and every staff variant give the exact expected counts on the real test set, plain and with
+// their fused conv + tanh + max-pool launchers; the runner fuses only conv -> tanh -> 2x2
+// max-pool and falls back to the plain path when the fused launcher is a stub.
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 
 #include "datasets/fashion_mnist.hpp"
@@ -29,6 +32,53 @@ std::int64_t correct_of(const Model& model, std::int64_t n, const GpuConvCall& c
   const data::Dataset& ds = test::real_test_set();
   const NetworkRun run = run_network_gpu(model, ds.images(n, model.input_scale), conv, name);
   return count_correct(predictions(run.output), ds.labels);
+}
+
+// Layers for a model built in the test.
+Tensor random_tensor(Shape shape, std::uint32_t seed, float scale) {
+  std::vector<float> v = test::random_values(shape_elements(shape), seed);
+  for (float& f : v) f *= scale;
+  return Tensor(std::move(shape), std::move(v));
+}
+Layer simple(LayerKind kind) {
+  Layer l;
+  l.kind = kind;
+  return l;
+}
+Layer conv_layer(const std::string& name, Shape shape, std::uint32_t seed) {
+  Layer l;
+  l.kind = LayerKind::conv;
+  l.weight_name = name;
+  l.weight = random_tensor(std::move(shape), seed, 0.3f);
+  return l;
+}
+Layer pool_layer(int size, int stride) {
+  Layer l = simple(LayerKind::maxpool);
+  l.pool_size = size;
+  l.pool_stride = stride;
+  return l;
+}
+Layer fc_layer(const std::string& name, std::int64_t out, std::int64_t in, std::uint32_t seed) {
+  Layer l;
+  l.kind = LayerKind::fc;
+  l.weight_name = name + ".weight";
+  l.bias_name = name + ".bias";
+  l.weight = random_tensor({out, in}, seed, 0.1f);
+  l.bias = random_tensor({out}, seed + 1, 0.1f);
+  return l;
+}
+
+// Two fusable conv layers whose outputs are no tile multiple: 1x17x19 -> conv 6x1x4x4 (14x16)
+// -> tanh -> pool (7x8) -> conv 5x6x3x3 (5x6) -> tanh -> pool (2x3) -> fc 3 -> softmax.
+Model odd_model() {
+  Model m;
+  m.name = "odd-fused";
+  m.input = {1, 17, 19};
+  m.layers = {
+      conv_layer("c1", {6, 1, 4, 4}, 1), simple(LayerKind::tanh),  pool_layer(2, 2),
+      conv_layer("c2", {5, 6, 3, 3}, 2), simple(LayerKind::tanh),  pool_layer(2, 2),
+      simple(LayerKind::flatten),        fc_layer("fc", 3, 30, 3), simple(LayerKind::softmax)};
+  return m;
 }
 
 void check_close(const std::vector<float>& gpu, const std::vector<float>& cpu, double tol) {
@@ -119,6 +169,98 @@ TEST_CASE("every staff variant gives the exact counts of ece408-high, ece408-low
       CHECK(correct_of(m, n, v.launcher(Impl::solution), std::string(v.name)) == expected);
     }
   }
+}
+
+TEST_CASE("fuses_tanh_maxpool2 accepts only conv -> tanh -> 2x2 stride-2 max-pool") {
+  const Model odd = odd_model();
+  CHECK(fuses_tanh_maxpool2(odd, 0));
+  CHECK_FALSE(fuses_tanh_maxpool2(odd, 1));
+  CHECK(fuses_tanh_maxpool2(odd, 3));
+  Model other = odd;
+  other.layers[2].pool_stride = 1;
+  CHECK_FALSE(fuses_tanh_maxpool2(other, 0));
+  other = odd;
+  other.layers[1].kind = LayerKind::relu;
+  CHECK_FALSE(fuses_tanh_maxpool2(other, 0));
+  other.layers.resize(2);
+  CHECK_FALSE(fuses_tanh_maxpool2(other, 0));
+  CHECK_FALSE(fuses_tanh_maxpool2(model_named("two-conv"), 0));  // relu, not tanh
+  CHECK(fuses_tanh_maxpool2(model_named("ece408-high"), 0));
+}
+
+TEST_CASE("the fused path matches the CPU network on layers that are no tile multiple") {
+  if (!solutions_available()) test::skip("staff solutions are not part of this build");
+  const Model m = odd_model();
+  const std::int64_t n = 37;
+  const Tensor input({n, 1, 17, 19}, test::random_values(n * 17 * 19, 21));
+  const NetworkRun cpu = run_network_cpu(m, input, conv_forward_reference);
+  for (const GpuVariant& v : gpu_variants()) {
+    const GpuConvTanhPoolFn fused = v.fused_launcher(Impl::solution);
+    if (fused == nullptr) continue;
+    CAPTURE(v.name);
+    const NetworkRun run =
+        run_network_gpu(m, input, v.launcher(Impl::solution), fused, std::string(v.name));
+    REQUIRE(run.conv_layers.size() == 2);
+    for (const ConvLayerTime& t : run.conv_layers) CHECK(t.fused == kFusedTanhMaxpool2);
+    CHECK(run.conv_layers[0].layer == 0);
+    CHECK(run.conv_layers[1].layer == 3);
+    CHECK(run.conv_layers[1].shape == ConvShape{37, 5, 6, 7, 8, 3});
+    const std::vector<float> got(run.output.values().begin(), run.output.values().end());
+    const std::vector<float> want(cpu.output.values().begin(), cpu.output.values().end());
+    check_close(got, want, 1e-5);
+  }
+}
+
+TEST_CASE("a fused launcher that throws NotImplemented falls back to the plain path") {
+  if (!solutions_available()) test::skip("staff solutions are not part of this build");
+  const Model m = odd_model();
+  const std::int64_t n = 9;
+  const Tensor input({n, 1, 17, 19}, test::random_values(n * 17 * 19, 22));
+  const GpuVariant& best = find_gpu_variant("best");
+  REQUIRE((best.student_fused != nullptr));
+  const NetworkRun plain = run_network_gpu(m, input, best.launcher(Impl::solution), "best");
+  const NetworkRun stub =
+      run_network_gpu(m, input, best.launcher(Impl::solution), best.student_fused, "best");
+  REQUIRE(stub.conv_layers.size() == 2);
+  for (const ConvLayerTime& t : stub.conv_layers) CHECK(t.fused.empty());
+  // The same kernels ran in the same order: bit-identical probabilities.
+  REQUIRE(stub.output.size() == plain.output.size());
+  CHECK(std::memcmp(stub.output.data(), plain.output.data(),
+                    static_cast<std::size_t>(plain.output.size()) * sizeof(float)) == 0);
+}
+
+TEST_CASE("fused staff launchers give the exact counts; relu models stay unfused") {
+  if (!solutions_available()) test::skip("staff solutions are not part of this build");
+  const data::Dataset& ds = test::real_test_set();
+  for (const char* name : {"ece408-high", "ece408-low", "baseline", "two-conv"}) {
+    const Model m = model_named(name);
+    const auto [n, expected] = *m.expected_correct.rbegin();
+    for (const GpuVariant& v : gpu_variants()) {
+      const GpuConvTanhPoolFn fused = v.fused_launcher(Impl::solution);
+      if (fused == nullptr) continue;
+      CAPTURE(name);
+      CAPTURE(v.name);
+      const NetworkRun run = run_network_gpu(
+          m, ds.images(n, m.input_scale), v.launcher(Impl::solution), fused, std::string(v.name));
+      CHECK(count_correct(predictions(run.output), ds.labels) == expected);
+      for (const ConvLayerTime& t : run.conv_layers) {
+        CHECK(t.fused == (fuses_tanh_maxpool2(m, static_cast<std::size_t>(t.layer))
+                              ? std::string(kFusedTanhMaxpool2)
+                              : std::string()));
+      }
+    }
+  }
+}
+
+TEST_CASE("cuDNN's conv + tanh + max-pool row gives the exact counts") {
+  const data::Dataset& ds = test::real_test_set();
+  const Model m = model_named("ece408-high");
+  const auto [n, expected] = *m.expected_correct.rbegin();
+  const NetworkRun run = run_network_gpu(m, ds.images(n, m.input_scale), conv_forward_cudnn,
+                                         conv_tanh_maxpool_cudnn, "cuDNN");
+  REQUIRE(run.conv_layers.size() == 1);
+  CHECK(run.conv_layers[0].fused == kFusedTanhMaxpool2);
+  CHECK(count_correct(predictions(run.output), ds.labels) == expected);
 }
 
 TEST_CASE("a failing convolution is reported as the convolution's error") {

@@ -2,6 +2,9 @@
 // break tiling assumptions: sizes that are not tile multiples, K from 1 to 11, many channels,
 // filters beyond 64 KB of constant memory, and batches beyond the 65535 grid limit.
 //
+// Variants with a fused launcher (conv + tanh + max-pool) are checked against the CPU reference
+// conv -> tanh -> max-pool on the same kind of shapes, with several pool geometries.
+//
 // Set CONVLAB_GPU_TIMING=1 to also time every variant and cuDNN on the project's layer.
 #include <doctest/doctest.h>
 
@@ -17,6 +20,7 @@
 #include "reference/conv/variants.hpp"
 #include "reference/core/cuda_check.hpp"
 #include "reference/core/device_buffer.hpp"
+#include "reference/layers/cpu_layers.hpp"
 #include "tests/support/test_support.hpp"
 
 namespace {
@@ -24,6 +28,8 @@ namespace {
 using convlab::ConvShape;
 using convlab::DeviceBuffer;
 using convlab::GpuConvFn;
+using convlab::GpuConvTanhPoolFn;
+using convlab::PoolShape;
 
 // Inputs on the device, an output buffer, and a stream of its own (launchers must use it).
 struct Problem {
@@ -49,6 +55,16 @@ struct Problem {
     CUDA_CHECK(cudaStreamSynchronize(stream));
     CUDA_CHECK(cudaGetLastError());
     return y.download();
+  }
+
+  // Likewise for a fused launcher: the pooled output, poisoned first.
+  std::vector<float> run(GpuConvTanhPoolFn fn, const PoolShape& pool) {
+    DeviceBuffer pooled(pool.pooled_elements(shape));
+    pooled.fill_bytes(0xff);
+    fn(pooled.data(), x.data(), k.data(), shape, pool, stream);
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    CUDA_CHECK(cudaGetLastError());
+    return pooled.download();
   }
 
   ConvShape shape;
@@ -91,6 +107,41 @@ void check_all_variants(const ConvShape& s, bool with_cpu) {
   }
 }
 
+// The CPU reference of a fused launcher: conv, then tanh, then max-pool.
+std::vector<float> cpu_conv_tanh_pool(const Problem& p, const PoolShape& pool) {
+  const ConvShape& s = p.shape;
+  std::vector<float> conv(static_cast<std::size_t>(s.y_elements()));
+  convlab::conv_forward_reference(conv.data(), p.x_host.data(), p.k_host.data(), s);
+  convlab::cpu::tanh_inplace(conv);
+  std::vector<float> pooled(static_cast<std::size_t>(pool.pooled_elements(s)));
+  convlab::cpu::maxpool(conv.data(), pooled.data(), s.B, s.M, s.H_out(), s.W_out(), pool.size,
+                        pool.stride);
+  return pooled;
+}
+
+// Checks every fused launcher on `s` and `pool` against the CPU reference, and that two runs
+// agree bit for bit. Returns how many fused launchers were checked.
+int check_fused_variants(const ConvShape& s, const PoolShape& pool) {
+  Problem problem(s);
+  const std::vector<float> ref = cpu_conv_tanh_pool(problem, pool);
+  // Output coordinates of the pooled tensor, for the mismatch report.
+  const ConvShape pooled_layout{s.B, s.M, 1, pool.out(s.H_out()), pool.out(s.W_out()), 1};
+  int checked = 0;
+  for (const convlab::GpuVariant& v : convlab::gpu_variants()) {
+    const GpuConvTanhPoolFn fn = v.fused_launcher(convlab::Impl::solution);
+    if (fn == nullptr) continue;
+    ++checked;
+    const std::string name = std::string(v.name) + " fused (" + pool.to_string() + ")";
+    const std::vector<float> first = problem.run(fn, pool);
+    const auto r = convlab::test::compare_conv_output(first, ref, pooled_layout, 1e-5, 1e-4);
+    CHECK_MESSAGE(r.ok, describe((name + " vs CPU conv, tanh, max-pool").c_str(), s, r));
+    const std::vector<float> second = problem.run(fn, pool);
+    CHECK_MESSAGE(std::memcmp(first.data(), second.data(), first.size() * sizeof(float)) == 0,
+                  name << " gives different results on two runs of " << s.to_string());
+  }
+  return checked;
+}
+
 // B, M, C, H, W, K
 const ConvShape kSmallShapes[] = {
     {1, 1, 1, 5, 5, 5},      // one output
@@ -115,6 +166,45 @@ TEST_CASE("GPU variants match cuDNN and the CPU reference on awkward shapes") {
   for (const ConvShape& s : kSmallShapes) {
     CAPTURE(s.to_string());
     check_all_variants(s, /*with_cpu=*/true);
+  }
+}
+
+TEST_CASE("fused launchers match the CPU conv, tanh and max-pool on awkward shapes") {
+  // B, M, C, H, W, K: odd conv outputs (the last row or column is not pooled), tiles that do
+  // not divide the output, C > 1, K from 1 to 11, filters beyond 64 KB of constant memory.
+  const ConvShape shapes[] = {
+      {3, 7, 1, 28, 28, 5}, {4, 50, 1, 28, 28, 5}, {2, 5, 3, 31, 17, 3}, {2, 4, 4, 40, 40, 7},
+      {1, 3, 2, 9, 13, 1},  {2, 16, 8, 12, 12, 3}, {2, 8, 1, 28, 28, 5}, {2, 6, 3, 23, 19, 11},
+      {2, 3, 2, 30, 26, 9}, {1, 40, 64, 9, 9, 3},  {1, 2, 400, 8, 8, 7}, {2, 5, 1, 130, 120, 2},
+      {5, 9, 1, 27, 29, 6}, {3, 11, 2, 14, 33, 4},
+  };
+  for (const ConvShape& s : shapes) {
+    CAPTURE(s.to_string());
+    CHECK(check_fused_variants(s, PoolShape{2, 2}) > 0);
+  }
+  // Other pool geometries take the general fused kernel.
+  for (const PoolShape pool : {PoolShape{3, 2}, PoolShape{2, 1}, PoolShape{3, 3}}) {
+    CAPTURE(pool.to_string());
+    CHECK(check_fused_variants(ConvShape{2, 5, 3, 31, 17, 3}, pool) > 0);
+  }
+}
+
+TEST_CASE("fused launchers handle many images and a large batch of the project's layer") {
+  CHECK(check_fused_variants(ConvShape{70000, 2, 1, 6, 7, 3}, PoolShape{2, 2}) > 0);
+  CHECK(check_fused_variants(ConvShape{1024, 50, 1, 28, 28, 5}, PoolShape{2, 2}) > 0);
+}
+
+TEST_CASE("the student's fused stub throws NotImplemented naming its file") {
+  for (const convlab::GpuVariant& v : convlab::gpu_variants()) {
+    if (v.student_fused == nullptr) continue;
+    CAPTURE(v.name);
+    const ConvShape s{1, 1, 1, 6, 6, 3};
+    try {
+      v.student_fused(nullptr, nullptr, nullptr, s, PoolShape{2, 2}, nullptr);
+      FAIL("no NotImplemented thrown");
+    } catch (const convlab::NotImplemented& e) {
+      CHECK(std::string(e.what()).find(std::string(v.student_file)) != std::string::npos);
+    }
   }
 }
 
@@ -182,6 +272,32 @@ TEST_CASE("GPU variant timing on the project's layer") {
   std::snprintf(line, sizeof line, "%-17s %8.3f %11.3f   (%s, workspace %zu bytes)\n", "cudnn",
                 cudnn_ms.first, cudnn_ms.second, cudnn.algorithm().c_str(),
                 cudnn.workspace_bytes());
+  table += line;
+  // Fused launchers against cuDNN's conv, tanh and max-pool, both in one call.
+  const PoolShape pool{2, 2};
+  DeviceBuffer pooled(pool.pooled_elements(s));
+  const auto cudnn_fused_ms = time([&] {
+    cudnn.forward_tanh_maxpool(pooled.data(), problem.x.data(), problem.k.data(), s, pool,
+                               problem.stream);
+  });
+  const std::vector<float> pooled_ref = pooled.download();
+  const ConvShape pooled_layout{s.B, s.M, 1, pool.out(s.H_out()), pool.out(s.W_out()), 1};
+  for (const convlab::GpuVariant& v : convlab::gpu_variants()) {
+    const GpuConvTanhPoolFn fn = v.fused_launcher(convlab::Impl::solution);
+    if (fn == nullptr) continue;
+    pooled.fill_bytes(0xff);
+    const auto t = time(
+        [&] { fn(pooled.data(), problem.x.data(), problem.k.data(), s, pool, problem.stream); });
+    const auto c = convlab::test::compare_conv_output(pooled.download(), pooled_ref, pooled_layout,
+                                                      1e-5, 1e-4);
+    CHECK_MESSAGE(c.ok, describe((std::string(v.name) + " fused (timed) vs cuDNN").c_str(), s, c));
+    std::snprintf(line, sizeof line, "%-17s %8.3f %11.3f %10.2fx (conv + tanh + max-pool)\n",
+                  (std::string(v.name) + " fused").c_str(), t.first, t.second,
+                  cudnn_fused_ms.first / t.first);
+    table += line;
+  }
+  std::snprintf(line, sizeof line, "%-17s %8.3f %11.3f   (conv, tanh, max-pool)\n", "cudnn fused",
+                cudnn_fused_ms.first, cudnn_fused_ms.second);
   table += line;
   std::printf("\n%s: %s\n%s", "timing", s.to_string().c_str(), table.c_str());
   cudaEventDestroy(start);

@@ -1,32 +1,49 @@
-// Staff solution, final step 5: the best kernel, register blocking on top of steps 2-4.
+// Staff solution, final step 5: the best kernel, and its fused conv + tanh + max-pool launcher.
 //
-// Changed from the earlier steps:
-//  - Several images per block: a block stages the input of a few whole images (all channels
-//    that fit) in shared memory once, with coalesced loads, and computes every output map of
-//    them, so each input value comes from global memory exactly once.
-//  - Register blocking: each thread computes a strip of kPix outputs along a row for kMaps
-//    output maps at once (kMaps*kPix accumulators). Per filter row it loads kPix+K-1 inputs from
-//    shared memory into registers and reuses each of them up to K*kMaps times; each weight is
-//    reused for kPix outputs. Shared-memory traffic per FMA drops by more than an order of
-//    magnitude compared with step 3.
-//  - Filters in constant memory (step 4), uploaded once per call: at any moment every thread of
-//    the block is on the same (map, channel, p, q), so the weight is a uniform operand.
-//  - K a template parameter (step 3) for K = 1..7, so the strip loops unroll into straight FMAs.
-//  - Consecutive threads take consecutive strips along a row, then the next row: an output map
-//    is contiguous in y, so the float4 stores of a warp cover one contiguous stretch of memory.
-//    (Walking down columns instead reads shared memory without bank conflicts but scatters the
-//    stores over many cache lines, and measured slower: the output, 1.15 GB for the project's
-//    layer, is what limits this kernel.)
-//  - The filter-row loop is deliberately not unrolled: fully unrolled, the body outgrows the
-//    instruction cache and the kernel runs more than twice slower.
-// Any other shape (K > 7, filters above 64 KB, huge images) runs a plain one-thread-per-output
+// Changed from the earlier steps, and from this file's previous version (register blocking
+// from a shared-memory slab, 0.70 ms on the project's layer on an H100):
+//  - C = 1 (the project's layer): no input staging at all. A thread computes a 4x4 tile of
+//    outputs and loads the whole (4+K-1) x (4+K-1) input patch it needs into registers once,
+//    straight from global memory (float4 rows; neighbouring patches overlap and come from L1).
+//    It then loops over the block's output maps: per map, 16*K*K FMAs on registers and
+//    ceil(K*K/4) float4 loads of that map's filter, a broadcast from shared memory (every
+//    thread of the block is on the same map). The block copies its maps' filters to shared
+//    memory once; the patch loads are issued before that copy and its barrier, so their
+//    latencies overlap.
+//  - K a template parameter (step 3), 1 to 7, so the patch and tile loops unroll into FMAs.
+//  - A block covers 128 consecutive tiles (images follow each other, so no thread idles at an
+//    image edge) for all maps, or for slices of 25 maps when fused. Few, long blocks: a
+//    block's start costs more than a short last wave (slices of 17 maps or fewer measured
+//    5-8% slower; 25 and 50 within 2%; a persistent grid was no faster).
+//  - Registers: 4 blocks of 128 threads per SM, at most 128 registers, no spills (fused); 3
+//    blocks when plain. 2x8 tiles ran as fast; 4x8 tiles need more registers and ran 8-18%
+//    slower.
+//  - C > 1 (and K = 6, 7, whose patch would not fit): channels stream. For 4 maps at a time,
+//    each input row of the tile is loaded once per channel and feeds all 4; filters come from
+//    constant memory (step 4), in chunks of maps that fit, one launch per chunk.
+//  - Stores are float4 (float2) where rows allow; a warp's stores cover whole lines of y.
+// Any other shape (K > 7, one map's filter above 64 KB) runs a plain one-thread-per-output
 // kernel, so the launcher is correct for every shape.
-// Expected effect: about ten times faster than the baseline and more than twice as fast as
-// cuDNN on the project's layer (B=10000, M=50, C=1, 28x28, K=5); writing y alone sets a floor
-// at roughly half of this kernel's time.
+//
+// The fused launcher (conv_tanh_maxpool_best) runs the same kernels with another epilogue: the
+// thread's conv outputs are max-pooled 2x2, passed through tanh and stored; the conv output
+// never goes to memory. tanh is increasing, so the max first and one tanh after gives the same
+// values with a quarter of the tanh evaluations (tanh from the hardware exp2 and reciprocal,
+// absolute error below 1e-6). Other pool geometries run a plain one-thread-per-pooled-output
+// kernel.
+//
+// Why: writing y is the floor of any unfused kernel on the project's layer (10000 x 50 x 24 x
+// 24 floats, 1.15 GB: 0.365 ms for a kernel that only stores, on an H100). Fused, the output
+// is a quarter of that and the 7.2 G FMAs (0.23 ms at the measured FFMA peak) are the floor.
+// Measured effect on an H100 (ece408-high, 10000 images, fastest of 20): kernel alone (CUDA
+// events) plain 0.398 ms (previous version 0.684; 1.09x the store-only floor), fused 0.301 ms
+// (48 TFLOP/s of 64 for pure FFMA). Op Time in the network: plain 0.405 ms against cuDNN's
+// 1.568, fused 0.309 ms against cuDNN's conv + tanh + max-pool 3.139 (milestones/final/
+// README.md, section 5).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdint>
 
 #include "reference/conv/student_api.hpp"
@@ -36,102 +53,278 @@
 namespace convlab::solution {
 namespace {
 
-constexpr int kPix = 8;                  // outputs per thread along a row
-constexpr int kMaps = 5;                 // output maps per thread (M=50: ten passes)
-constexpr int kMaxThreads = 384;         // block size cap
-constexpr int kMinBlocks = 2;            // blocks per SM: caps registers at 85 per thread
-constexpr int kSharedBytes = 48 * 1024;  // the input slab (no opt-in needed)
+constexpr int kTileH = 2;            // stream kernel: conv rows per tile
+constexpr int kMaxK = 7;             // largest K of the tiled kernels
+constexpr int kHoldMaxK = 5;         // C = 1: the whole patch stays in registers up to this K
+constexpr int kMaxSliceMaps = 256;   // C = 1: maps per block at most (<= 28 KB of filters)
+constexpr int kFusedSliceMaps = 25;  // C = 1, fused: maps per block at most
+constexpr int kStreamThreads = 256;  // stream kernel block size
+constexpr int kStreamMaps = 4;       // maps accumulated at once when channels stream
+constexpr int kStreamMapsPerBlock = 2 * kStreamMaps;
 constexpr int kConstFloats = 64 * 1024 / sizeof(float);
-static_assert(kPix % 4 == 0, "strips are stored as float4");
-static_assert(kMaxThreads % 32 == 0, "whole warps");
 
-// All the filters, k[M][C][K][K], when they fit.
-__constant__ float c_weights[kConstFloats];
+// The filters of the maps of one stream launch, k[m0 .. m0+m_count)[C][K][K].
+__constant__ float c_best_weights[kConstFloats];
 
-// Block: images [blockIdx.x*imgs, +imgs), all output maps. Shared memory: [imgs][c_slab][H][pitch].
-// A thread owns strips (image, row h, strip column): outputs w0 .. w0+kPix-1 of row h.
-template <int K>
-__global__ void __launch_bounds__(kMaxThreads, kMinBlocks)
-    conv_best_kernel(float* __restrict__ y, const float* __restrict__ x, int B, int M, int C, int H,
-                     int W, int imgs, int c_slab, int pitch, bool vector_stores) {
-  extern __shared__ float xs[];
-  const int H_out = H - K + 1;
-  const int W_out = W - K + 1;
-  const int strip_cols = (W_out + kPix - 1) / kPix;
-  const int strips = strip_cols * H_out;  // per image
-  const int b0 = static_cast<int>(blockIdx.x) * imgs;
-  const int n_img = min(imgs, B - b0);
-  const int work = n_img * strips;
+// What a tiled kernel needs to know besides K and the tile (template parameters).
+struct Geometry {
+  std::int64_t tiles;   // tiles in the batch: B * tiles_per_image
+  int tiles_per_image;  // tile rows * tiles_w
+  int tiles_w;          // tiles along a row
+  int C, H, W;          // input sizes
+  int M;                // output maps of the whole layer (y's layout)
+  int out_h, out_w;     // one map of y: the conv output, or the pooled output when fused
+  int m0, m_count;      // this launch's maps
+  int maps_per_block;   // maps one block computes
+  int map_blocks;       // blocks per group of tiles: ceil(m_count / maps_per_block)
+  bool vector_stores;   // y's rows start 16-byte aligned and hold a multiple of 4 values
+  bool vector_loads;    // likewise x's rows
+};
 
-  for (int c0 = 0; c0 < C; c0 += c_slab) {
-    const int cn = min(c_slab, C - c0);
-    const int plane = H * W;
-    const int per_img = cn * plane;
-    __syncthreads();  // the previous slab is no longer read
-    for (int i = threadIdx.x; i < n_img * per_img; i += blockDim.x) {
-      const int img = i / per_img, rest = i % per_img;
-      const int ci = rest / plane, r = rest % plane / W, s = rest % W;
-      xs[((img * cn + ci) * H + r) * pitch + s] =
-          x[(std::int64_t{b0 + img} * C + c0) * plane + rest];
+// tanh(v) = 1 - 2 / (2^(2v log2 e) + 1) with the hardware exp2 and reciprocal: five
+// instructions, absolute error below 1e-6 (2^x overflowing to inf gives 1, 0 gives -1).
+__device__ __forceinline__ float tanh_fast(float v) {
+  float e, r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(v * 2.8853900817779268f));
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(e + 1.0f));
+  return fmaf(-2.0f, r, 1.0f);
+}
+
+// Stores n consecutive values of v at out (n a compile-time 1..TW), as float4 or float2 where
+// `vec` says the row allows it; only columns below `limit` (relative to out) are written.
+template <int N>
+__device__ __forceinline__ void store_row(float* out, const float (&v)[N], int limit, bool vec) {
+  if (N % 4 == 0 && vec) {
+#pragma unroll
+    for (int j = 0; j < N; j += 4) {
+      if (j < limit)
+        *reinterpret_cast<float4*>(out + j) = make_float4(v[j], v[j + 1], v[j + 2], v[j + 3]);
     }
-    __syncthreads();
+  } else if (N % 2 == 0 && vec) {
+#pragma unroll
+    for (int j = 0; j < N; j += 2) {
+      if (j < limit) *reinterpret_cast<float2*>(out + j) = make_float2(v[j], v[j + 1]);
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+      if (j < limit) out[j] = v[j];
+    }
+  }
+}
 
-    for (int mg = 0; mg < M; mg += kMaps) {  // uniform: every thread is on the same maps
-      for (int t = threadIdx.x; t < work; t += blockDim.x) {
-        const int img = t / strips, s = t % strips;
-        const int h = s / strip_cols, w0 = s % strip_cols * kPix;
-        float acc[kMaps][kPix];
+// Writes one TH x TW tile of conv outputs, or (kFused) their 2x2 max-pool after tanh (TH/2 x
+// TW/2 values). `out` is the tile's first value in y, `pitch` y's row length; rows from
+// `rows_left` and columns from `cols_left` on (relative to the tile) lie outside y's map.
+template <int TH, int TW, bool kFused>
+__device__ __forceinline__ void store_tile(float* __restrict__ out, int pitch, int rows_left,
+                                           int cols_left, bool vec, const float (&acc)[TH][TW]) {
+  if constexpr (kFused) {
+    static_assert(TH % 2 == 0 && TW % 2 == 0, "a fused tile is whole 2x2 windows");
 #pragma unroll
-        for (int i = 0; i < kMaps; ++i) {
+    for (int t = 0; t < TH / 2; ++t) {
+      if (t >= rows_left) break;
+      // tanh is increasing: the max of the window first, then one tanh.
+      float v[TW / 2];
 #pragma unroll
-          for (int j = 0; j < kPix; ++j) acc[i][j] = 0.0f;
+      for (int j = 0; j < TW / 2; ++j) {
+        v[j] = tanh_fast(fmaxf(fmaxf(acc[2 * t][2 * j], acc[2 * t][2 * j + 1]),
+                               fmaxf(acc[2 * t + 1][2 * j], acc[2 * t + 1][2 * j + 1])));
+      }
+      store_row(out + t * pitch, v, cols_left, vec);
+    }
+  } else {
+#pragma unroll
+    for (int t = 0; t < TH; ++t) {
+      if (t >= rows_left) break;
+      store_row(out + t * pitch, acc[t], cols_left, vec);
+    }
+  }
+}
+
+// Which tile and which maps this thread computes; false when past the last tile. `out` is the
+// tile's first value in y for map m_begin; the next map's is `map_size` further.
+struct TileWork {
+  std::int64_t b;
+  int h0, w0;          // the tile's first conv output
+  int m_begin, m_end;  // maps, relative to g.m0
+  float* out;
+  std::int64_t map_size;
+  int rows_left, cols_left;  // of y's map, from the tile's first value
+};
+template <int TH, int TW, int NT, bool kFused>
+__device__ __forceinline__ bool tile_work(float* y, const Geometry& g, TileWork& work) {
+  const int slice = static_cast<int>(blockIdx.x % g.map_blocks);
+  work.m_begin = slice * g.maps_per_block;
+  work.m_end = min(work.m_begin + g.maps_per_block, g.m_count);
+  const std::int64_t tile =
+      std::int64_t{blockIdx.x / g.map_blocks} * NT + static_cast<int>(threadIdx.x);
+  if (tile >= g.tiles) return false;
+  work.b = tile / g.tiles_per_image;
+  const int r = static_cast<int>(tile - work.b * g.tiles_per_image);
+  work.h0 = r / g.tiles_w * TH;
+  work.w0 = r % g.tiles_w * TW;
+  const int row0 = kFused ? work.h0 / 2 : work.h0, col0 = kFused ? work.w0 / 2 : work.w0;
+  work.map_size = std::int64_t{g.out_h} * g.out_w;
+  work.out = y + (work.b * g.M + g.m0 + work.m_begin) * work.map_size +
+             std::int64_t{row0} * g.out_w + col0;
+  work.rows_left = g.out_h - row0;
+  work.cols_left = g.out_w - col0;
+  return true;
+}
+
+// C = 1, K <= kHoldMaxK. Each thread keeps its whole (TH+K-1) x (TW+K-1) input patch in
+// registers for all the block's maps: per map, TH*TW*K*K FMAs on registers. The block's filters
+// are copied to shared memory first, each map's K*K values padded to whole float4s, so a map
+// costs ceil(K*K/4) broadcast loads. The patch loads are issued before that copy and its
+// barrier, so their latency overlaps it; rows of 4-aligned images load as float4s. Rows and
+// columns past the image are clamped: they only feed outputs that are not stored.
+template <int K, int TH, int TW, bool kFused, int NT, int kMinBlocks>
+__global__ void __launch_bounds__(NT, kMinBlocks)
+    conv_best_hold_kernel(float* __restrict__ y, const float* __restrict__ x,
+                          const float* __restrict__ k, const Geometry g) {
+  constexpr int kRows = TH + K - 1, kCols = TW + K - 1;
+  constexpr int kVecCols = (kCols + 3) / 4 * 4;  // a row's float4 loads cover this many
+  constexpr int kFilter4 = (K * K + 3) / 4;      // float4s per map in shared memory
+  extern __shared__ float4 weights4[];           // [maps of the block][kFilter4]
+  TileWork w;
+  const bool active = tile_work<TH, TW, NT, kFused>(y, g, w);
+  float patch[kRows][kCols];
+  if (active) {
+    const float* xb = x + w.b * g.H * g.W;
+    if (g.vector_loads && w.w0 + kVecCols <= g.W) {
+#pragma unroll
+      for (int i = 0; i < kRows; ++i) {
+        const float4* row =
+            reinterpret_cast<const float4*>(xb + min(w.h0 + i, g.H - 1) * g.W + w.w0);
+#pragma unroll
+        for (int v = 0; v < kVecCols / 4; ++v) {
+          const float4 f = __ldg(row + v);
+          const float e[4] = {f.x, f.y, f.z, f.w};
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            if (4 * v + j < kCols) patch[i][4 * v + j] = e[j];
+          }
         }
-        for (int ci = 0; ci < cn; ++ci) {
-          const float* in = xs + ((img * cn + ci) * H + h) * pitch;
-          // Not unrolled: one filter row is already K*kMaps*kPix FMAs (see the header).
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < kRows; ++i) {
+        const float* row = xb + min(w.h0 + i, g.H - 1) * g.W;
+#pragma unroll
+        for (int j = 0; j < kCols; ++j) patch[i][j] = __ldg(row + min(w.w0 + j, g.W - 1));
+      }
+    }
+  }
+  float* weights = reinterpret_cast<float*>(weights4);
+  const float* ks = k + (std::int64_t{g.m0} + w.m_begin) * (K * K);
+  const int n = (w.m_end - w.m_begin) * kFilter4 * 4;
+#pragma unroll 4
+  for (int i = threadIdx.x; i < n; i += NT) {
+    const int e = i % (kFilter4 * 4), map = i / (kFilter4 * 4);
+    weights[i] = e < K * K ? __ldg(ks + map * (K * K) + e) : 0.0f;
+  }
+  __syncthreads();
+  if (!active) return;
+
+  float* out = w.out;
 #pragma unroll 1
-          for (int p = 0; p < K; ++p) {
-            float xr[kPix + K - 1];
+  for (int m = w.m_begin; m < w.m_end; ++m, out += w.map_size) {
+    const float4* wm = weights4 + (m - w.m_begin) * kFilter4;
+    float wv[kFilter4 * 4];
 #pragma unroll
-            for (int j = 0; j < kPix + K - 1; ++j) xr[j] = in[p * pitch + min(w0 + j, W - 1)];
+    for (int v = 0; v < kFilter4; ++v) {
+      const float4 f = wm[v];
+      wv[4 * v] = f.x;
+      wv[4 * v + 1] = f.y;
+      wv[4 * v + 2] = f.z;
+      wv[4 * v + 3] = f.w;
+    }
+    float acc[TH][TW];
 #pragma unroll
-            for (int i = 0; i < kMaps; ++i) {
-              // Maps past M (last pass) read map M-1's weights; their outputs are not stored.
-              const float* wk = c_weights + ((min(mg + i, M - 1) * C + c0 + ci) * K + p) * K;
+    for (int t = 0; t < TH; ++t) {
 #pragma unroll
-              for (int q = 0; q < K; ++q) {
-                const float wv = wk[q];
+      for (int j = 0; j < TW; ++j) acc[t][j] = 0.0f;
+    }
 #pragma unroll
-                for (int j = 0; j < kPix; ++j) acc[i][j] = fmaf(xr[j + q], wv, acc[i][j]);
-              }
+    for (int p = 0; p < K; ++p) {
+#pragma unroll
+      for (int q = 0; q < K; ++q) {
+#pragma unroll
+        for (int t = 0; t < TH; ++t) {
+#pragma unroll
+          for (int j = 0; j < TW; ++j) {
+            acc[t][j] = fmaf(patch[t + p][j + q], wv[p * K + q], acc[t][j]);
+          }
+        }
+      }
+    }
+    store_tile<TH, TW, kFused>(out, g.out_w, w.rows_left, w.cols_left, g.vector_stores, acc);
+  }
+}
+
+// Any C, K <= kMaxK: kStreamMaps maps at a time; for each channel, each of the tile's input
+// rows is loaded once and feeds every (output row, map) it contributes to. Filters come from
+// constant memory (c_best_weights, one launch per chunk of maps that fits).
+template <int K, int TW, bool kFused>
+__global__ void __launch_bounds__(kStreamThreads, 2)
+    conv_best_stream_kernel(float* __restrict__ y, const float* __restrict__ x, const Geometry g) {
+  constexpr int kRows = kTileH + K - 1, kCols = TW + K - 1, kKK = K * K;
+  TileWork w;
+  if (!tile_work<kTileH, TW, kStreamThreads, kFused>(y, g, w)) return;
+  const std::int64_t plane = std::int64_t{g.H} * g.W;
+  const float* xb = x + w.b * g.C * plane;
+#pragma unroll 1
+  for (int mg = w.m_begin; mg < w.m_end; mg += kStreamMaps) {
+    float acc[kStreamMaps][kTileH][TW];
+#pragma unroll
+    for (int i = 0; i < kStreamMaps; ++i) {
+#pragma unroll
+      for (int t = 0; t < kTileH; ++t) {
+#pragma unroll
+        for (int j = 0; j < TW; ++j) acc[i][t][j] = 0.0f;
+      }
+    }
+    // Maps past the slice (its last group) reuse its last map's filters; they are not stored.
+    const float* wk[kStreamMaps];
+#pragma unroll
+    for (int i = 0; i < kStreamMaps; ++i) {
+      wk[i] = c_best_weights + min(mg + i, w.m_end - 1) * g.C * kKK;
+    }
+#pragma unroll 1
+    for (int c = 0; c < g.C; ++c) {
+      const float* xc = xb + c * plane;
+      // Unrolled for small K and narrow tiles only: then each weight is loaded once per
+      // channel. Otherwise the registers do not suffice, and one input row is already up to
+      // 2*kStreamMaps*K*TW FMAs of code.
+#pragma unroll((K <= 3 && TW == 4) ? kRows : 1)
+      for (int rr = 0; rr < kRows; ++rr) {
+        float row[kCols];
+        const float* src = xc + min(w.h0 + rr, g.H - 1) * g.W;
+#pragma unroll
+        for (int j = 0; j < kCols; ++j) row[j] = __ldg(src + min(w.w0 + j, g.W - 1));
+#pragma unroll
+        for (int t = 0; t < kTileH; ++t) {
+          const int p = rr - t;  // filter row that maps input row rr onto output row t
+          if (p < 0 || p >= K) continue;
+#pragma unroll
+          for (int i = 0; i < kStreamMaps; ++i) {
+            const float* wr = wk[i] + c * kKK + p * K;
+#pragma unroll
+            for (int q = 0; q < K; ++q) {
+              const float wv = wr[q];
+#pragma unroll
+              for (int j = 0; j < TW; ++j) acc[i][t][j] = fmaf(row[j + q], wv, acc[i][t][j]);
             }
           }
         }
-        const std::int64_t b = b0 + img;
+      }
+    }
 #pragma unroll
-        for (int i = 0; i < kMaps; ++i) {
-          if (mg + i >= M) break;
-          float* out = y + ((b * M + mg + i) * H_out + h) * W_out + w0;
-          if (c0 > 0) {  // a later channel slab adds to what the earlier ones wrote
-#pragma unroll
-            for (int j = 0; j < kPix; ++j) {
-              if (w0 + j < W_out) out[j] += acc[i][j];
-            }
-          } else if (vector_stores) {
-#pragma unroll
-            for (int j = 0; j < kPix; j += 4) {
-              if (w0 + j < W_out) {
-                *reinterpret_cast<float4*>(out + j) =
-                    make_float4(acc[i][j], acc[i][j + 1], acc[i][j + 2], acc[i][j + 3]);
-              }
-            }
-          } else {
-#pragma unroll
-            for (int j = 0; j < kPix; ++j) {
-              if (w0 + j < W_out) out[j] = acc[i][j];
-            }
-          }
-        }
+    for (int i = 0; i < kStreamMaps; ++i) {
+      if (mg + i < w.m_end) {
+        store_tile<kTileH, TW, kFused>(w.out + (mg + i - w.m_begin) * w.map_size, g.out_w,
+                                       w.rows_left, w.cols_left, g.vector_stores, acc[i]);
       }
     }
   }
@@ -162,15 +355,149 @@ __global__ void conv_best_fallback_kernel(float* __restrict__ y, const float* __
   }
 }
 
-template <int K>
-void launch_blocked(float* y, const float* x, const ConvShape& s, cudaStream_t stream, int imgs,
-                    int c_slab, int pitch, int threads) {
-  const std::size_t smem = std::size_t(imgs) * c_slab * s.H * pitch * sizeof(float);
-  const bool vector_stores =
-      s.W_out() % 4 == 0 && reinterpret_cast<std::uintptr_t>(y) % sizeof(float4) == 0;
-  conv_best_kernel<K><<<ceil_div(s.B, imgs), threads, smem, stream>>>(
-      y, x, s.B, s.M, s.C, s.H, s.W, imgs, c_slab, pitch, vector_stores);
+// Fused, every other shape or pool: one thread per pooled output, grid-stride over all of y.
+__global__ void conv_tanh_maxpool_best_fallback_kernel(float* __restrict__ y,
+                                                       const float* __restrict__ x,
+                                                       const float* __restrict__ k, int M, int C,
+                                                       int H, int W, int K, int pool, int stride,
+                                                       int out_h, int out_w, std::int64_t total) {
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < total;
+       i += std::int64_t{gridDim.x} * blockDim.x) {
+    const int pw = static_cast<int>(i % out_w);
+    const int ph = static_cast<int>(i / out_w % out_h);
+    const int m = static_cast<int>(i / (std::int64_t{out_w} * out_h) % M);
+    const std::int64_t b = i / (std::int64_t{out_w} * out_h * M);
+    float best = -INFINITY;
+    for (int u = 0; u < pool; ++u) {
+      for (int v = 0; v < pool; ++v) {
+        const int h = ph * stride + u, w = pw * stride + v;
+        float acc = 0.0f;
+        for (int c = 0; c < C; ++c) {
+          const float* xc = x + ((b * C + c) * H + h) * W + w;
+          const float* kc = k + (std::int64_t{m} * C + c) * K * K;
+          for (int p = 0; p < K; ++p) {
+            for (int q = 0; q < K; ++q)
+              acc += __ldg(xc + std::int64_t{p} * W + q) * __ldg(kc + p * K + q);
+          }
+        }
+        best = fmaxf(best, acc);
+      }
+    }
+    y[i] = tanh_fast(best);
+  }
+}
+
+unsigned grid_stride_blocks(std::int64_t total, int threads) {
+  return static_cast<unsigned>(
+      std::min<std::int64_t>(ceil_div<std::int64_t>(total, threads), std::int64_t{1} << 20));
+}
+
+// Tile width of the stream kernel: 8 conv columns, or 4 when that covers the row with fewer
+// wasted columns. `cols` is the width of y's rows; a fused tile covers TW/2 of them.
+int stream_tile_width(int cols, bool fused) {
+  const int per = fused ? 2 : 1;
+  return ceil_div(cols, 8 / per) * (8 / per) <= ceil_div(cols, 4 / per) * (4 / per) ? 8 : 4;
+}
+
+// The tiles of a launch: TH x TW conv outputs per thread (fused: TH/2 x TW/2 pooled values).
+Geometry make_geometry(float* y, const float* x, const ConvShape& s, bool fused, int th, int tw) {
+  Geometry g{};
+  g.C = s.C;
+  g.H = s.H;
+  g.W = s.W;
+  g.M = s.M;
+  g.out_h = fused ? s.H_out() / 2 : s.H_out();  // PoolShape{2, 2}.out(n) is n / 2
+  g.out_w = fused ? s.W_out() / 2 : s.W_out();
+  const int tiles_h = ceil_div(g.out_h, fused ? th / 2 : th);
+  g.tiles_w = ceil_div(g.out_w, fused ? tw / 2 : tw);
+  const std::int64_t per_image = std::int64_t{tiles_h} * g.tiles_w;
+  g.tiles_per_image = static_cast<int>(std::min<std::int64_t>(per_image, INT_MAX));
+  g.tiles = per_image * s.B;
+  g.vector_stores = g.out_w % 4 == 0 && reinterpret_cast<std::uintptr_t>(y) % sizeof(float4) == 0;
+  g.vector_loads = g.W % 4 == 0 && reinterpret_cast<std::uintptr_t>(x) % sizeof(float4) == 0;
+  return g;
+}
+
+// The C = 1 kernel on all maps: one block per NT tiles and per slice of at most kMaxSliceMaps
+// maps (one slice for the project's layer: fewer, longer blocks measured faster). Returns false
+// (nothing launched) when the grid would be too large.
+template <int K, int TH, int TW, bool kFused, int NT, int kMinBlocks>
+bool launch_hold(float* y, const float* x, const float* k, Geometry g, cudaStream_t stream,
+                 int slice_maps_max = kMaxSliceMaps) {
+  g.m0 = 0;
+  g.m_count = g.M;
+  g.map_blocks = ceil_div(g.m_count, std::min(slice_maps_max, kMaxSliceMaps));
+  g.maps_per_block = ceil_div(g.m_count, g.map_blocks);  // as even as possible
+  const std::int64_t blocks = ceil_div<std::int64_t>(g.tiles, NT) * g.map_blocks;
+  if (g.tiles_per_image == INT_MAX || blocks > INT_MAX) return false;
+  const auto smem = static_cast<std::size_t>(g.maps_per_block) * ((K * K + 3) / 4) * 16;
+  conv_best_hold_kernel<K, TH, TW, kFused, NT, kMinBlocks>
+      <<<static_cast<unsigned>(blocks), NT, smem, stream>>>(y, x, k, g);
   CUDA_CHECK_LAUNCH();
+  return true;
+}
+
+// The stream kernel, one launch per chunk of maps whose filters fit in constant memory; false
+// (nothing launched) when one map's filter does not fit or the grid would be too large.
+template <int K, int TW, bool kFused>
+bool launch_stream(float* y, const float* x, const float* k, Geometry g, cudaStream_t stream) {
+  const std::int64_t filter = std::int64_t{g.C} * K * K;  // one map's filter
+  if (filter > kConstFloats) return false;
+  const int maps_per_launch = static_cast<int>(std::min<std::int64_t>(g.M, kConstFloats / filter));
+  const std::int64_t groups = ceil_div<std::int64_t>(g.tiles, kStreamThreads);
+  if (g.tiles_per_image == INT_MAX ||
+      groups * ceil_div(maps_per_launch, kStreamMapsPerBlock) > INT_MAX) {
+    return false;
+  }
+  for (int m0 = 0; m0 < g.M; m0 += maps_per_launch) {
+    g.m0 = m0;
+    g.m_count = std::min(maps_per_launch, g.M - m0);
+    // Whole groups of kStreamMaps maps per slice, so that little work is wasted on padding.
+    g.maps_per_block =
+        std::min(kStreamMapsPerBlock, ceil_div(g.m_count, kStreamMaps) * kStreamMaps);
+    g.map_blocks = ceil_div(g.m_count, g.maps_per_block);
+    // Stream order: this copy lands after the previous chunk's kernel has read the filters.
+    CUDA_CHECK(cudaMemcpyToSymbolAsync(c_best_weights, k + m0 * filter,
+                                       static_cast<std::size_t>(g.m_count * filter) * sizeof(float),
+                                       0, cudaMemcpyDeviceToDevice, stream));
+    conv_best_stream_kernel<K, TW, kFused>
+        <<<static_cast<unsigned>(groups * g.map_blocks), kStreamThreads, 0, stream>>>(y, x, g);
+    CUDA_CHECK_LAUNCH();
+  }
+  return true;
+}
+
+// The tiled path for conv (kFused false) or conv + tanh + 2x2 stride-2 max-pool (kFused true).
+// Returns false, launching nothing, when the shape needs the fallback kernel.
+template <bool kFused>
+bool run_tiled(float* y, const float* x, const float* k, const ConvShape& s, cudaStream_t stream) {
+  if (s.K > kMaxK) return false;
+  bool launched = false;
+  dispatch_filter_size<kMaxK>(s.K, [&](auto filter_size) {
+    constexpr int kK = decltype(filter_size)::value;
+    if constexpr (kK > 0) {  // 1 <= K <= kMaxK here
+      if constexpr (kK <= kHoldMaxK) {
+        if (s.C == 1) {
+          // 4x4 tiles (2x2 pooled values when fused), 128 threads per block. Measured best on
+          // the project's layer (H100, see the header): fused, 4 blocks per SM (<= 128
+          // registers) and slices of <= 25 maps; plain, 3 blocks per SM and one slice.
+          if constexpr (kFused) {
+            launched = launch_hold<kK, 4, 4, true, 128, 4>(
+                y, x, k, make_geometry(y, x, s, true, 4, 4), stream, kFusedSliceMaps);
+          } else {
+            launched = launch_hold<kK, 4, 4, false, 128, 3>(
+                y, x, k, make_geometry(y, x, s, false, 4, 4), stream, kMaxSliceMaps);
+          }
+          return;
+        }
+      }
+      const int tw = stream_tile_width(kFused ? s.W_out() / 2 : s.W_out(), kFused);
+      const Geometry g = make_geometry(y, x, s, kFused, kTileH, tw);
+      launched = tw == 8 ? launch_stream<kK, 8, kFused>(y, x, k, g, stream)
+                         : launch_stream<kK, 4, kFused>(y, x, k, g, stream);
+    }
+  });
+  return launched;
 }
 
 }  // namespace
@@ -178,39 +505,23 @@ void launch_blocked(float* y, const float* x, const ConvShape& s, cudaStream_t s
 void conv_best(float* y, const float* x, const float* k, const ConvShape& shape,
                cudaStream_t stream) {
   shape.validate();
-  const int pitch = shape.W | 1;  // odd row pitch: spreads a warp's rows over the banks
-  const std::int64_t plane_bytes = std::int64_t{shape.H} * pitch * std::int64_t{sizeof(float)};
-  const std::int64_t strips = std::int64_t{ceil_div(shape.W_out(), kPix)} * shape.H_out();
-  // Shared-memory offsets and per-block counts stay small ints once one plane fits.
-  const bool blocked =
-      shape.K <= 7 && shape.k_elements() <= kConstFloats && plane_bytes <= kSharedBytes;
-  if (!blocked) {
-    const std::int64_t total = shape.y_elements();
-    const int threads = 256;
-    const auto blocks = static_cast<unsigned>(
-        std::min<std::int64_t>(ceil_div<std::int64_t>(total, threads), std::int64_t{1} << 20));
-    conv_best_fallback_kernel<<<blocks, threads, 0, stream>>>(y, x, k, shape.M, shape.C, shape.H,
-                                                              shape.W, shape.K, total);
-    CUDA_CHECK_LAUNCH();
-    return;
-  }
-  CUDA_CHECK(cudaMemcpyToSymbolAsync(c_weights, k,
-                                     static_cast<std::size_t>(shape.k_elements()) * sizeof(float),
-                                     0, cudaMemcpyDeviceToDevice, stream));
-  // As many whole images per block as kMaxThreads threads cover with one strip each (one pass,
-  // no idle second round), as far as shared memory allows; then as many channels as fit.
-  int imgs = static_cast<int>(std::clamp<std::int64_t>(kMaxThreads / strips, 1, shape.B));
-  imgs = static_cast<int>(std::min<std::int64_t>(imgs, kSharedBytes / plane_bytes));
-  const int c_slab =
-      static_cast<int>(std::clamp<std::int64_t>(kSharedBytes / (plane_bytes * imgs), 1, shape.C));
-  const int threads = static_cast<int>(
-      std::min<std::int64_t>(ceil_div<std::int64_t>(imgs * strips, 32) * 32, kMaxThreads));
-  dispatch_filter_size<7>(shape.K, [&](auto filter_size) {
-    constexpr int kK = decltype(filter_size)::value;
-    if constexpr (kK > 0) {  // `blocked` above guarantees 1 <= K <= 7
-      launch_blocked<kK>(y, x, shape, stream, imgs, c_slab, pitch, threads);
-    }
-  });
+  if (run_tiled<false>(y, x, k, shape, stream)) return;
+  const std::int64_t total = shape.y_elements();
+  conv_best_fallback_kernel<<<grid_stride_blocks(total, 256), 256, 0, stream>>>(
+      y, x, k, shape.M, shape.C, shape.H, shape.W, shape.K, total);
+  CUDA_CHECK_LAUNCH();
+}
+
+void conv_tanh_maxpool_best(float* y, const float* x, const float* k, const ConvShape& shape,
+                            const PoolShape& pool, cudaStream_t stream) {
+  shape.validate();
+  pool.validate(shape);
+  if (pool == PoolShape{2, 2} && run_tiled<true>(y, x, k, shape, stream)) return;
+  const std::int64_t total = pool.pooled_elements(shape);
+  conv_tanh_maxpool_best_fallback_kernel<<<grid_stride_blocks(total, 256), 256, 0, stream>>>(
+      y, x, k, shape.M, shape.C, shape.H, shape.W, shape.K, pool.size, pool.stride,
+      pool.out(shape.H_out()), pool.out(shape.W_out()), total);
+  CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace convlab::solution
