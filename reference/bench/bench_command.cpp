@@ -1,13 +1,42 @@
 // `convlab bench`: options and dispatch.
 #include <CLI/CLI.hpp>
+#include <iostream>
+#include <memory>
 
+#include "reference/bench/bench.hpp"
 #include "reference/driver/commands.hpp"
 
 namespace convlab {
 
 void add_bench_command(CLI::App& app, int& exit_code) {
-  (void)app;
-  (void)exit_code;
+  auto opt = std::make_shared<BenchOptions>();
+  auto impl = std::make_shared<std::string>(CONVLAB_DEFAULT_IMPL);
+  auto no_flush = std::make_shared<bool>(false);
+  CLI::App* bench = app.add_subcommand(
+      "bench",
+      "Time each conv layer of a network description with a GPU variant and with cuDNN's "
+      "fastest fp32 algorithm, and check the variant's output (needs a CUDA build and a GPU)");
+  bench
+      ->add_option("--net", opt->net,
+                   "network description: ece408, two-conv, lenet, vgg16 (datasets/nets) or the "
+                   "path of a .json file")
+      ->capture_default_str();
+  bench->add_option("--variant", opt->variant, "GPU variant to time, or all for every variant")
+      ->capture_default_str();
+  bench->add_option("--batch", opt->batch, "images per call (default: the net's batch)");
+  bench->add_option("--runs", opt->runs, "timed runs per layer for the variant and for cuDNN")
+      ->capture_default_str();
+  bench->add_option("--impl", *impl, "student: your code in student/; solution: the staff code")
+      ->check(CLI::IsMember({"student", "solution"}))
+      ->capture_default_str();
+  bench->add_option("--json", opt->json, "also write every figure as JSON to this file");
+  bench->add_flag("--no-flush", *no_flush,
+                  "keep the L2 cache warm between runs (default: flush it before every run)");
+  bench->callback([opt, impl, no_flush, &exit_code] {
+    opt->impl = parse_impl(*impl);
+    opt->flush_l2 = !*no_flush;
+    exit_code = run_bench(*opt, std::cout, std::cerr);
+  });
 }
 
 }  // namespace convlab

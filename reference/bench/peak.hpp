@@ -1,6 +1,7 @@
 /// @file
 /// @brief The measured fp32 peak of the current GPU (a large cuBLAS SGEMM, FMA math, no TF32),
-/// the ceiling that "percent of peak" columns divide by.
+/// the ceiling that "percent of peak" columns divide by; and the measured memory bandwidth, the
+/// floor of a layer that must write its output.
 #pragma once
 
 #include <string>
@@ -15,6 +16,25 @@ struct Fp32Peak {
 
 /// Measures once per process (about a second) and caches the result; throws CudaError when
 /// there is no GPU.
+///
+/// cuBLAS SGEMM, m = n = k = 8192, with CUBLAS_DEFAULT_MATH (plain fp32 FMA: TF32 tensor cores
+/// would need CUBLAS_TF32_TENSOR_OP_MATH); two warm-up calls, then the best of 5 calls timed with
+/// CUDA events. A few elements of the product are checked against a double-precision dot
+/// product, so a library that silently used reduced precision would fail loudly (Error) rather
+/// than inflate the peak.
 const Fp32Peak& measured_fp32_peak();
+
+/// A measured memory bandwidth and how it was measured.
+struct MemoryBandwidth {
+  double bytes_per_s = 0.0;  ///< bytes read plus bytes written, per second
+  std::string method;        ///< how it was measured
+};
+
+/// Measures once per process and caches the result; throws CudaError when there is no GPU.
+///
+/// A copy kernel (16-byte loads and stores, grid-stride) from one 512 MiB buffer to another,
+/// both far larger than L2; one warm-up copy, then the best of 10 timed with CUDA events. The
+/// figure counts the bytes read and the bytes written.
+const MemoryBandwidth& measured_memory_bandwidth();
 
 }  // namespace convlab

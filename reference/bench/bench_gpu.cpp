@@ -1,0 +1,284 @@
+// `convlab bench` on the GPU. For each layer: random x and k on the device, cuDNN's
+// IMPLICIT_GEMM output as the oracle, cudnnFind's fastest FMA algorithm timed, then every
+// variant asked for checked and timed the same way. The method is described in bench.hpp.
+#include "reference/bench/bench_gpu.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <iostream>
+#include <string>
+#include <utility>
+
+#include "reference/bench/cudnn_find.hpp"
+#include "reference/bench/device_tools.hpp"
+#include "reference/bench/peak.hpp"
+#include "reference/core/cuda_check.hpp"
+#include "reference/core/device_buffer.hpp"
+#include "reference/network/network_gpu.hpp"
+
+namespace convlab {
+
+namespace {
+
+// The staff solution of a student file mirrors its path: student/X -> reference/solutions/X.
+std::string code_file(const GpuVariant& v, Impl impl) {
+  std::string_view file = v.student_file;
+  if (impl == Impl::student) return std::string(file);
+  constexpr std::string_view prefix = "student/";
+  if (file.starts_with(prefix)) file.remove_prefix(prefix.size());
+  return "reference/solutions/" + std::string(file);
+}
+
+std::string gib_text(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / (1024.0 * 1024 * 1024));
+  return buf;
+}
+
+// x, k, the oracle's y and the y under test of one layer, on the device.
+struct LayerBuffers {
+  DeviceBuffer x, k, y_ref, y;
+  explicit LayerBuffers(const ConvShape& s)
+      : x(s.x_elements()), k(s.k_elements()), y_ref(s.y_elements()), y(s.y_elements()) {}
+};
+
+LayerBuffers allocate(const NetLayer& layer, const ConvShape& s) {
+  try {
+    return LayerBuffers(s);
+  } catch (const CudaError& e) {
+    cudaGetLastError();  // an allocation failure is not sticky: clear it
+    const double bytes =
+        static_cast<double>(s.x_elements() + s.k_elements() + 2 * s.y_elements()) * sizeof(float);
+    throw Error("layer " + layer.name + " (" + s.to_string() + ") needs " + gib_text(bytes) +
+                " of device memory for x, k and two outputs, more than is free: use a smaller "
+                "--batch (" +
+                e.what() + ")");
+  }
+}
+
+// The largest workspace up to `wanted` bytes that can be allocated now, leaving some memory
+// free for cuDNN's own needs. Returns its size (possibly 0).
+std::size_t allocate_workspace(DeviceBuffer& ws, std::size_t wanted) {
+  constexpr std::size_t kReserve = std::size_t{256} << 20;
+  std::size_t free = 0, total = 0;
+  CUDA_CHECK(cudaMemGetInfo(&free, &total));
+  std::size_t bytes = std::min(wanted, free > kReserve ? free - kReserve : 0);
+  while (bytes > 0) {
+    try {
+      ws = DeviceBuffer(static_cast<std::int64_t>((bytes + sizeof(float) - 1) / sizeof(float)));
+      return bytes;
+    } catch (const CudaError&) {
+      cudaGetLastError();
+      bytes /= 2;  // fragmentation: try smaller
+      if (bytes < (std::size_t{1} << 20)) bytes = 0;
+    }
+  }
+  return 0;
+}
+
+std::vector<float> download(const DeviceBuffer& b, const BenchStream& stream) {
+  stream.sync();
+  CUDA_CHECK(cudaDeviceSynchronize());  // also any work a launcher put on another stream
+  return b.download();
+}
+
+// The machine, the peak and the bandwidth, for the report's header.
+BenchMachine describe_machine() {
+  const GpuInfo info = gpu_info();
+  BenchMachine m;
+  m.gpu = info.name;
+  m.driver = info.driver;
+  m.cuda_driver = info.cuda_driver;
+  m.compute_capability = info.compute_capability;
+  m.sm_count = info.sm_count;
+  int device = 0, l2 = 0, runtime = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
+  CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
+  m.l2_bytes = l2;
+  m.cuda_runtime = std::to_string(runtime / 1000) + "." + std::to_string(runtime % 1000 / 10);
+  m.cudnn = cudnn_version_text();
+  const Fp32Peak& peak = measured_fp32_peak();
+  m.fp32_peak = peak.flops_per_s;
+  m.fp32_peak_method = peak.method;
+  const MemoryBandwidth& bw = measured_memory_bandwidth();
+  m.hbm_bandwidth = bw.bytes_per_s;
+  m.hbm_method = bw.method;
+  return m;
+}
+
+// Everything one layer needs to check and time an implementation.
+struct LayerRun {
+  const ConvShape& shape;
+  LayerBuffers& buf;
+  const std::vector<float>& ref;
+  const BenchStream& stream;
+  const L2Flusher& flusher;
+  const BenchOptions& opt;
+
+  void poison() const {
+    CUDA_CHECK(cudaMemsetAsync(
+        buf.y.data(), 0xff, static_cast<std::size_t>(buf.y.size()) * sizeof(float), stream.get()));
+  }
+
+  // Checked call, warm-up, timed runs, check of the last run. Fills time and check, and
+  // returns whether both checks passed (a failed first check wins: it is the clearer report).
+  bool measure(const std::function<void()>& call, TimingStats& time, OutputCheck& check,
+               std::string& message) const {
+    const Tolerance tol = tolerance_for(shape);
+    poison();
+    call();
+    check = check_output(download(buf.y, stream), ref, shape, tol);
+    for (int i = 0; i < kBenchWarmup; ++i) call();
+    time = summarize(time_calls([this] { poison(); }, call, opt.runs, stream.get(),
+                                opt.flush_l2 ? &flusher : nullptr));
+    const OutputCheck last = check_output(download(buf.y, stream), ref, shape, tol);
+    if (check.ok && !last.ok) {
+      check = last;
+      message =
+          "The first call was right but the last timed run was not: every call must compute "
+          "every output (the bench poisons y before each one).";
+    }
+    return check.ok;
+  }
+};
+
+CudnnResult run_cudnn(CudnnFinder& cudnn, const LayerRun& run) {
+  CudnnResult r;
+  DeviceBuffer ws;
+  r.workspace_limit = allocate_workspace(ws, cudnn.largest_workspace());
+  r.candidates = cudnn.find(run.buf.x.data(), run.buf.k.data(), run.buf.y.data(), ws.data(),
+                            r.workspace_limit);
+  const auto best = std::find_if(r.candidates.begin(), r.candidates.end(),
+                                 [](const CudnnCandidate& c) { return c.eligible; });
+  if (best == r.candidates.end()) {
+    std::string seen;
+    for (const CudnnCandidate& c : r.candidates) {
+      seen += "\n  " + c.algorithm + ": " + c.status + ", math " + c.math;
+    }
+    throw CudaError("cuDNN found no fp32 (FMA math) forward algorithm for " +
+                    run.shape.to_string() + "; it reported:" + seen);
+  }
+  r.algo_id = best->algo_id;
+  r.algorithm = best->algorithm;
+  r.workspace_bytes = best->workspace_bytes;
+  r.math = best->math;
+  r.find_time_s = best->time_s;
+  std::string unused;
+  run.measure(
+      [&] {
+        cudnn.forward(r.algo_id, run.buf.y.data(), run.buf.x.data(), run.buf.k.data(), ws.data(),
+                      r.workspace_bytes);
+      },
+      r.time, r.check, unused);
+  return r;
+}
+
+VariantResult run_variant(const BenchCandidate& v, const LayerRun& run) {
+  VariantResult r;
+  r.variant = v.name;
+  const GpuConvFn fn = v.launcher;
+  try {
+    const bool ok = run.measure(
+        [&] {
+          fn(run.buf.y.data(), run.buf.x.data(), run.buf.k.data(), run.shape, run.stream.get());
+        },
+        r.time, r.check, r.message);
+    r.status = ok ? BenchStatus::ok : BenchStatus::wrong;
+  } catch (const NotImplemented& e) {
+    r.status = BenchStatus::not_implemented;
+    r.message = e.what();
+  } catch (const CudaError& e) {
+    // A launch error leaves the device usable; a fault inside a kernel does not, and then
+    // nothing after it can be measured.
+    cudaGetLastError();
+    if (const cudaError_t sticky = cudaDeviceSynchronize(); sticky != cudaSuccess) {
+      throw CudaError("variant " + r.variant + " broke the GPU context on " +
+                      run.shape.to_string() + " (" + cudaGetErrorString(sticky) + "): " + e.what() +
+                      "\nRun it under compute-sanitizer to find the faulty access, or bench the "
+                      "other variants one at a time with --variant NAME.");
+    }
+    r.status = BenchStatus::error;
+    r.message = e.what();
+  } catch (const Error& e) {
+    r.status = BenchStatus::error;
+    r.message = e.what();
+  }
+  return r;
+}
+
+}  // namespace
+
+std::vector<BenchCandidate> bench_candidates(const BenchOptions& opt) {
+  std::vector<const GpuVariant*> chosen;
+  if (opt.variant == "all") {
+    for (const GpuVariant& v : gpu_variants()) chosen.push_back(&v);
+  } else {
+    chosen.push_back(&find_gpu_variant(opt.variant));
+  }
+  std::vector<BenchCandidate> out;
+  for (const GpuVariant* v : chosen) {
+    out.push_back({std::string(v->name), code_file(*v, opt.impl), v->launcher(opt.impl)});
+  }
+  return out;
+}
+
+BenchReport measure_bench(const NetDescription& net, const std::vector<ConvShape>& shapes,
+                          const std::vector<BenchCandidate>& candidates, const BenchOptions& opt,
+                          std::ostream& progress) {
+  std::string why;
+  if (!cuda_device_available(&why)) {
+    throw Error("convlab bench needs a CUDA GPU: " + why);
+  }
+  const bool tty = &progress == &std::cerr && isatty(STDERR_FILENO) != 0;
+
+  BenchReport report;
+  report.net = net.name;
+  report.net_file = net.file.string();
+  report.batch = shapes.front().B;
+  report.impl = std::string(impl_name(opt.impl));
+  report.warmup = kBenchWarmup;
+  report.runs = opt.runs;
+  report.l2_flush = opt.flush_l2;
+  report.seed = kBenchSeed;
+  for (const BenchCandidate& c : candidates) report.variants.push_back({c.name, c.file});
+  if (tty) progress << "measuring the fp32 peak and the memory bandwidth..." << std::endl;
+  report.machine = describe_machine();
+
+  BenchStream stream;
+  const L2Flusher flusher(opt.flush_l2);
+  report.flush_bytes = flusher.bytes();
+  CudnnFinder cudnn;
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    const NetLayer& layer = net.layers[i];
+    const ConvShape& s = shapes[i];
+    if (tty) progress << "layer " << layer.name << " (" << s.to_string() << ")..." << std::endl;
+    LayerResult result;
+    result.name = layer.name;
+    result.shape = s;
+
+    LayerBuffers buf = allocate(layer, s);
+    // Different data for every layer and tensor, the same on every run of the bench.
+    fill_uniform(buf.x.data(), s.x_elements(), kBenchSeed * 1000 + 2 * i, stream.get());
+    fill_uniform(buf.k.data(), s.k_elements(), kBenchSeed * 1000 + 2 * i + 1, stream.get());
+    cudnn.prepare(s, stream.get());
+    DeviceBuffer oracle_ws;
+    const std::size_t oracle_bytes = cudnn.workspace_for(kOracleAlgorithm);
+    if (oracle_bytes > 0) oracle_ws = DeviceBuffer(static_cast<std::int64_t>(oracle_bytes / 4 + 1));
+    cudnn.forward(kOracleAlgorithm, buf.y_ref.data(), buf.x.data(), buf.k.data(), oracle_ws.data(),
+                  oracle_bytes);
+    const std::vector<float> ref = download(buf.y_ref, stream);
+    oracle_ws = DeviceBuffer();
+
+    const LayerRun run{s, buf, ref, stream, flusher, opt};
+    result.cudnn = run_cudnn(cudnn, run);
+    for (const BenchCandidate& c : candidates) result.variants.push_back(run_variant(c, run));
+    report.layers.push_back(std::move(result));
+  }
+  return report;
+}
+
+}  // namespace convlab

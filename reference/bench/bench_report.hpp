@@ -1,0 +1,163 @@
+/// @file
+/// @brief What `convlab bench` measured, and how it prints it: one text table per variant in
+/// the shape of the classic per-layer "ours vs cuDNN" tables, and a JSON report.
+///
+/// These types hold plain numbers, so the formatting is the same with or without CUDA and can
+/// be tested anywhere; reference/bench/bench_gpu.cpp fills them on the GPU.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "reference/conv/conv_shape.hpp"
+
+namespace convlab {
+
+/// Summary of the timed runs of one implementation on one layer.
+struct TimingStats {
+  std::vector<double> samples_s;  ///< every timed run, in order, in seconds
+  double min_s = 0.0;             ///< fastest run
+  double median_s = 0.0;          ///< median run
+  double max_s = 0.0;             ///< slowest run
+
+  /// (max - min) / median: how far apart the runs were (0 for a single run).
+  double spread() const;
+};
+
+/// Min, median and max of `samples_s` (seconds); throws Error when it is empty.
+TimingStats summarize(std::vector<double> samples_s);
+
+/// Absolute and relative tolerance of an element-wise check.
+struct Tolerance {
+  double atol = 0.0;  ///< absolute part
+  double rtol = 0.0;  ///< relative part, times |ref|
+};
+
+/// Result of checking an output element-wise against the oracle's.
+struct OutputCheck {
+  bool ok = true;               ///< every element within atol + rtol * |ref|
+  double atol = 0.0;            ///< absolute tolerance used
+  double rtol = 0.0;            ///< relative tolerance used
+  double worst_error = 0.0;     ///< largest finite |out - ref|
+  std::int64_t mismatches = 0;  ///< elements outside the tolerance (NaN counts)
+  std::string first_mismatch;   ///< "y[b][m][h][w] = v, expected r" for the first one
+};
+
+/// Compares `out` with `ref` (both y of `shape`, NCHW): |out - ref| <= atol + rtol * |ref| for
+/// every element; a NaN (an output never written: the bench poisons y) is a mismatch.
+OutputCheck check_output(const std::vector<float>& out, const std::vector<float>& ref,
+                         const ConvShape& shape, const Tolerance& tolerance);
+
+/// The tolerance the bench checks a layer with: rtol 1e-4 and atol 1e-4 * sqrt(C*K*K). The
+/// inputs are uniform in [-1, 1), so an output is a sum of C*K*K terms whose spread grows with
+/// the square root of their number, and so does the rounding error of an fp32 sum in any order:
+/// fp32 stays well inside. An indexing bug errs by the size of the output itself (about
+/// sqrt(C*K*K)/3), and TF32 or FP16 arithmetic (10-bit mantissas) by about the tolerance on a
+/// typical element and several times it on many: both fail.
+Tolerance tolerance_for(const ConvShape& shape);
+
+/// How one variant fared on one layer.
+enum class BenchStatus {
+  ok,               ///< ran and matched the oracle
+  wrong,            ///< ran but its output differs from the oracle (WRONG)
+  not_implemented,  ///< the stub has not been written yet
+  error             ///< it threw (CUDA error, unsupported shape...)
+};
+
+/// "ok", "wrong", "not_implemented" or "error" (the JSON's words).
+const char* bench_status_name(BenchStatus status);
+
+/// One variant on one layer.
+struct VariantResult {
+  std::string variant;                   ///< registry name, e.g. "shared_tiling"
+  BenchStatus status = BenchStatus::ok;  ///< outcome
+  std::string message;                   ///< what went wrong, when status is not ok
+  TimingStats time;                      ///< timed runs (ok and wrong only)
+  OutputCheck check;                     ///< against the oracle (ok and wrong only)
+};
+
+/// One algorithm cudnnFindConvolutionForwardAlgorithmEx tried.
+struct CudnnCandidate {
+  int algo_id = -1;                 ///< its cudnnConvolutionFwdAlgo_t value
+  std::string algorithm;            ///< e.g. "IMPLICIT_PRECOMP_GEMM"
+  std::string status;               ///< cuDNN's status for it, e.g. "CUDNN_STATUS_SUCCESS"
+  double time_s = 0.0;              ///< cuDNN's own measurement (one run, warm L2)
+  std::size_t workspace_bytes = 0;  ///< workspace it needs
+  std::string math;                 ///< math type it ran with, e.g. "FMA"
+  bool eligible = false;            ///< succeeded with fp32 FMA math (no tensor cores)
+};
+
+/// cuDNN on one layer: the fastest eligible algorithm, timed like the variants.
+struct CudnnResult {
+  int algo_id = -1;                        ///< chosen algorithm's cudnnConvolutionFwdAlgo_t value
+  std::string algorithm;                   ///< chosen algorithm
+  std::size_t workspace_bytes = 0;         ///< its workspace
+  std::string math;                        ///< its math type
+  double find_time_s = 0.0;                ///< what cudnnFind measured for it
+  std::size_t workspace_limit = 0;         ///< workspace offered to cudnnFind
+  TimingStats time;                        ///< timed runs, same method as the variants
+  OutputCheck check;                       ///< its output against the oracle (reported, not judged)
+  std::vector<CudnnCandidate> candidates;  ///< every algorithm cudnnFind returned, fastest first
+};
+
+/// One conv layer: its shape, cuDNN, and every variant asked for.
+struct LayerResult {
+  std::string name;                     ///< layer name from the net description
+  ConvShape shape;                      ///< sizes, B included
+  CudnnResult cudnn;                    ///< the library's figures
+  std::vector<VariantResult> variants;  ///< one per variant, registry order
+};
+
+/// The GPU and libraries a report was measured with.
+struct BenchMachine {
+  std::string gpu;               ///< device name
+  std::string driver;            ///< kernel driver version
+  std::string cuda_driver;       ///< CUDA version the driver supports
+  std::string cuda_runtime;      ///< CUDA runtime version
+  std::string cudnn;             ///< cuDNN version
+  int compute_capability = 0;    ///< e.g. 90
+  int sm_count = 0;              ///< streaming multiprocessors
+  std::int64_t l2_bytes = 0;     ///< L2 cache size
+  double fp32_peak = 0.0;        ///< measured fp32 FLOP/s
+  std::string fp32_peak_method;  ///< how it was measured
+  double hbm_bandwidth = 0.0;    ///< measured bytes/s
+  std::string hbm_method;        ///< how it was measured
+};
+
+/// A variant as the report names it.
+struct VariantInfo {
+  std::string name;  ///< registry name
+  std::string file;  ///< where its code lives (the student file or the staff solution)
+};
+
+/// Everything one `convlab bench` run measured.
+struct BenchReport {
+  std::string net;                    ///< net description name
+  std::string net_file;               ///< its file
+  int batch = 0;                      ///< B of every layer
+  std::string impl;                   ///< "student" or "solution"
+  int warmup = 0;                     ///< untimed calls after the checked one
+  int runs = 0;                       ///< timed runs per layer and implementation
+  bool l2_flush = true;               ///< L2 flushed before every timed run
+  std::int64_t flush_bytes = 0;       ///< bytes written to flush it
+  std::uint64_t seed = 0;             ///< seed of the random inputs
+  BenchMachine machine;               ///< where it ran
+  std::vector<VariantInfo> variants;  ///< variants timed, in order
+  std::vector<LayerResult> layers;    ///< one per layer of the net
+};
+
+/// The report as text: a header (GPU, measured peak and bandwidth, method), then for each
+/// variant a table with one row per layer (times, cuDNN's algorithm and workspace, GFLOP/s and
+/// percent of peak for both, the check) and a total row, then the details of failed checks.
+std::string format_bench_report(const BenchReport& report);
+
+/// The report as JSON text (every sample, every cudnnFind candidate).
+std::string bench_report_json(const BenchReport& report, const std::string& version);
+
+/// Exit status of a report: 0 when every variant that ran matched the oracle (stubs not yet
+/// written are fine), 3 when one was WRONG or failed.
+int bench_exit_code(const BenchReport& report);
+
+}  // namespace convlab

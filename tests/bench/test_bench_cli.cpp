@@ -1,0 +1,86 @@
+// `convlab bench` end to end, the paths that need no GPU: bad options and bad description files
+// give one clear error and a non-zero exit; a build without CUDA says that bench needs one.
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <string>
+
+#include "tests/support/test_support.hpp"
+
+#ifdef CONVLAB_HAVE_CUDA
+#include "reference/core/cuda_check.hpp"
+#endif
+
+namespace {
+
+struct Result {
+  int code = 0;
+  std::string output;
+};
+
+Result convlab_bench(const std::string& args) {
+  Result r;
+  r.code = convlab::test::run_command(convlab::test::convlab_binary().string() + " bench " + args,
+                                      &r.output);
+  return r;
+}
+
+std::size_t count_of(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (auto pos = text.find(what); pos != std::string::npos; pos = text.find(what, pos + 1)) ++n;
+  return n;
+}
+
+// One clear error: non-zero exit, no signal, the expected words, said once, no internal error.
+void check_clear_error(const Result& r, const std::string& words) {
+  CAPTURE(r.output);
+  CHECK(r.code != 0);
+  CHECK(r.code < 128);
+  CHECK(r.output.find(words) != std::string::npos);
+  CHECK(count_of(r.output, "error:") == 1);
+  CHECK(r.output.find("internal error") == std::string::npos);
+}
+
+}  // namespace
+
+TEST_CASE("bench: bad options and bad net files") {
+  check_clear_error(convlab_bench("--net resnet"),
+                    "unknown net 'resnet': choose one of ece408, lenet, two-conv, vgg16");
+  check_clear_error(convlab_bench("--net /nonexistent/net.json"),
+                    "network description /nonexistent/net.json not found");
+  check_clear_error(convlab_bench("--runs 0"), "--runs must be between 1 and 1000");
+  check_clear_error(convlab_bench("--batch 0"), "--batch must be a positive integer");
+  check_clear_error(convlab_bench("--net vgg16 --batch 100000"), "use a smaller batch");
+  // Rejected by the option parser, which words its own message.
+  const Result teacher = convlab_bench("--impl teacher");
+  CAPTURE(teacher.output);
+  CHECK(teacher.code != 0);
+  CHECK(teacher.code < 128);
+  CHECK(teacher.output.find("--impl") != std::string::npos);
+  CHECK(teacher.output.find("teacher") != std::string::npos);
+
+  convlab::test::TempDir dir;
+  const std::string bad = (dir.path() / "bad.json").string();
+  std::ofstream(bad) << R"({"name": "bad", "batch": 2, "layers": [)";
+  check_clear_error(convlab_bench("--net " + bad), bad + ": not valid JSON");
+  const std::string big_k = (dir.path() / "big_k.json").string();
+  std::ofstream(big_k) << R"({"name": "big_k", "batch": 2, "layers": [)"
+                       << R"({"name": "c", "C": 1, "M": 1, "H": 4, "W": 4, "K": 5}]})";
+  check_clear_error(convlab_bench("--net " + big_k),
+                    big_k + ": layer 1 (c): the filter (K=5) is larger than the input (4x4)");
+}
+
+#ifndef CONVLAB_HAVE_CUDA
+TEST_CASE("bench in a build without CUDA says it needs one") {
+  const Result r = convlab_bench("--net ece408");
+  check_clear_error(r, "built without CUDA");
+  CHECK(r.output.find("cmake --preset default") != std::string::npos);
+  CHECK(r.code == 1);
+}
+#else
+// Where a GPU is present test_bench_gpu runs the bench itself, and this case is skipped.
+TEST_CASE("bench on a machine without a GPU says it needs one" *
+          doctest::skip(convlab::cuda_device_available())) {
+  check_clear_error(convlab_bench("--net ece408 --runs 1"), "convlab bench needs a CUDA GPU");
+}
+#endif

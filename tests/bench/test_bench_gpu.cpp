@@ -1,0 +1,173 @@
+// `convlab bench` on a GPU: a real run of the staff solutions writes a well-formed JSON report
+// with a row per layer, positive times and checks that passed, and prints the per-layer table;
+// launchers that are wrong (fast or right only once), stubs and failures get the row they
+// deserve. Benchmarks are not timed tests: nothing here depends on how fast anything is.
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include <cuda_runtime_api.h>
+
+#include <iostream>
+
+#include "reference/bench/bench_gpu.hpp"
+#include "reference/bench/net_description.hpp"
+#include "reference/conv/cudnn_conv.hpp"
+#include "reference/conv/variants.hpp"
+#include "reference/core/cuda_check.hpp"
+#include "reference/core/error.hpp"
+#include "tests/support/test_support.hpp"
+
+namespace {
+
+using convlab::ConvShape;
+using nlohmann::json;
+
+struct Run {
+  int code = 0;
+  std::string output;
+  json report;
+};
+
+Run bench(const std::string& args) {
+  convlab::test::TempDir dir;
+  const std::string file = (dir.path() / "bench.json").string();
+  Run r;
+  r.code = convlab::test::run_command(
+      convlab::test::convlab_binary().string() + " bench " + args + " --json " + file, &r.output);
+  std::ifstream in(file);
+  if (in) r.report = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  return r;
+}
+
+std::size_t layers_of(const std::string& net) {
+  return convlab::load_net(convlab::test::source_dir() / "datasets" / "nets" / (net + ".json"))
+      .layers.size();
+}
+
+// Every layer of `r` has cuDNN's figures and, for each variant, status ok with positive times.
+void check_rows(const Run& r, std::size_t layers, std::size_t variants) {
+  REQUIRE(r.report.is_object());
+  const json& m = r.report.at("machine");
+  CHECK(m.at("fp32_peak_flops").get<double>() > 1e11);
+  CHECK(m.at("memory_bandwidth_bytes_per_s").get<double>() > 1e10);
+  CHECK(!m.at("gpu").get<std::string>().empty());
+  REQUIRE(r.report.at("layers").size() == layers);
+  for (const json& layer : r.report.at("layers")) {
+    CAPTURE(layer.at("name").get<std::string>());
+    const json& cu = layer.at("cudnn");
+    CHECK(cu.at("min_s").get<double>() > 0);
+    CHECK(cu.at("median_s").get<double>() >= cu.at("min_s").get<double>());
+    CHECK(!cu.at("algorithm").get<std::string>().empty());
+    CHECK(cu.at("math") != "TENSOR_OP");
+    CHECK(!cu.at("candidates").empty());
+    REQUIRE(layer.at("variants").size() == variants);
+    for (const json& v : layer.at("variants")) {
+      CAPTURE(v.dump());
+      CHECK(v.at("status") == "ok");
+      CHECK(v.at("min_s").get<double>() > 0);
+      CHECK(v.at("max_s").get<double>() >= v.at("median_s").get<double>());
+      CHECK(v.at("samples_s").size() == r.report.at("runs").get<std::size_t>());
+      CHECK(v.at("check").at("ok") == true);
+      CHECK(v.at("gflops").get<double>() > 0);
+    }
+  }
+}
+
+}  // namespace
+
+// The staff solutions are left out of the student release: these two are skipped there.
+TEST_CASE("bench of the project's layer: a row per layer, positive times, correct output" *
+          doctest::skip(!convlab::solutions_available())) {
+  const Run r = bench("--net ece408 --batch 64 --runs 2 --impl solution");
+  CAPTURE(r.output);
+  CHECK(r.code == 0);
+  CHECK(r.output.find("variant best") != std::string::npos);
+  CHECK(r.output.find("conv1") != std::string::npos);
+  CHECK(r.output.find("fp32 peak (measured)") != std::string::npos);
+  check_rows(r, layers_of("ece408"), 1);
+  CHECK(r.report.at("batch") == 64);
+  CHECK(r.report.at("layers").at(0).at("shape").at("B") == 64);
+  CHECK(r.report.at("l2_flush") == true);
+}
+
+TEST_CASE("bench of every variant on a two-layer net, --no-flush" *
+          doctest::skip(!convlab::solutions_available())) {
+  const Run r =
+      bench("--net two-conv --batch 32 --runs 1 --variant all --impl solution --no-flush");
+  CAPTURE(r.output);
+  CHECK(r.code == 0);
+  std::size_t n = 0;
+  for (const convlab::GpuVariant& v : convlab::gpu_variants()) {
+    CHECK(r.output.find("variant " + std::string(v.name) + " (") != std::string::npos);
+    ++n;
+  }
+  check_rows(r, layers_of("two-conv"), n);
+  CHECK(r.report.at("l2_flush") == false);
+}
+
+namespace {
+
+// Launchers with the variants' signature, each wrong in its own way.
+int lazy_calls = 0;
+void lazy(float* y, const float* x, const float* k, const ConvShape& s, cudaStream_t stream) {
+  if (lazy_calls++ == 0) convlab::conv_forward_cudnn(y, x, k, s, stream);  // right once only
+}
+void zeros(float* y, const float*, const float*, const ConvShape& s, cudaStream_t stream) {
+  CUDA_CHECK(cudaMemsetAsync(y, 0, static_cast<std::size_t>(s.y_elements()) * sizeof(float),
+                             stream));  // as fast as it gets, and wrong
+}
+void stub(float*, const float*, const float*, const ConvShape&, cudaStream_t) {
+  convlab::not_implemented("a stub", "student/final/9_stub.cu", "nowhere");
+}
+void unsupported(float*, const float*, const float*, const ConvShape&, cudaStream_t) {
+  throw convlab::Error("this shape is not supported");
+}
+
+}  // namespace
+
+TEST_CASE("wrong, lazy, unwritten and failing launchers get their own rows; the others go on") {
+  const convlab::NetDescription net = convlab::parse_net(
+      R"({"name": "odd", "batch": 3, "layers": [
+          {"name": "a", "C": 3, "M": 5, "H": 20, "W": 18, "K": 3},
+          {"name": "b", "C": 2, "M": 4, "H": 9, "W": 11, "K": 5}]})",
+      "odd.json");
+  const std::vector<convlab::BenchCandidate> candidates{
+      {"cudnn", "reference/conv/cudnn_conv.cu", &convlab::conv_forward_cudnn},
+      {"zeros", "here", &zeros},
+      {"lazy", "here", &lazy},
+      {"stub", "here", &stub},
+      {"unsupported", "here", &unsupported}};
+  convlab::BenchOptions opt;
+  opt.runs = 2;
+  const convlab::BenchReport r =
+      convlab::measure_bench(net, net.shapes(net.batch), candidates, opt, std::cerr);
+  REQUIRE(r.layers.size() == 2);
+  for (const convlab::LayerResult& layer : r.layers) {
+    CAPTURE(layer.name);
+    REQUIRE(layer.variants.size() == candidates.size());
+    CHECK(layer.cudnn.time.min_s > 0);
+    CHECK(layer.cudnn.check.ok);
+    const auto& v = layer.variants;
+    CHECK(v[0].status == convlab::BenchStatus::ok);
+    CHECK(v[0].time.samples_s.size() == 2);
+    CHECK(v[1].status == convlab::BenchStatus::wrong);
+    CHECK(v[1].check.mismatches > 0);
+    CHECK(v[1].check.first_mismatch.find("y[") == 0);
+    CHECK(v[3].status == convlab::BenchStatus::not_implemented);
+    CHECK(v[3].message.find("student/final/9_stub.cu") != std::string::npos);
+    CHECK(v[4].status == convlab::BenchStatus::error);
+    CHECK(v[4].message == "this shape is not supported");
+  }
+  // Right on its first call (layer a), never again: caught by the check of the last timed run.
+  CHECK(r.layers[0].variants[2].status == convlab::BenchStatus::wrong);
+  CHECK(r.layers[0].variants[2].message.find("last timed run") != std::string::npos);
+  CHECK(r.layers[1].variants[2].status == convlab::BenchStatus::wrong);
+
+  const std::string text = convlab::format_bench_report(r);
+  CHECK(text.find("zeros, a: WRONG") != std::string::npos);
+  CHECK(text.find("unsupported, b: error: this shape is not supported") != std::string::npos);
+  CHECK(convlab::bench_exit_code(r) == 3);
+}
