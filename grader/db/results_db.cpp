@@ -1,0 +1,530 @@
+#include "grader/db/results_db.hpp"
+
+#include <sqlite3.h>
+
+#include <chrono>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "grader/db/sqlite.hpp"
+#include "reference/core/error.hpp"
+
+namespace convlab::grader {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using sqlite::Connection;
+using sqlite::SqliteError;
+using sqlite::Statement;
+using sqlite::Transaction;
+
+namespace {
+
+// Written into the SQLite header (PRAGMA application_id) so that `file` and this grader can
+// tell a convlab results database from any other SQLite file: "CVLB".
+constexpr int kApplicationId = 0x43564C42;
+
+// SQLite's own wait on a lock, then our retry of the whole transaction with backoff.
+constexpr auto kBusyTimeout = 5000ms;
+constexpr auto kPatience = 120s;
+
+struct Migration {
+  int version;
+  const char* sql;
+};
+
+// Applied in order, each once, all pending ones in one transaction. Never edit a released
+// step: add a new one (files in the wild were made by the old text).
+constexpr Migration kMigrations[] = {
+    // v1: one row per grading run, one per check, and the file's own facts.
+    {1, R"sql(
+CREATE TABLE meta (
+  key   TEXT PRIMARY KEY,
+  value TEXT NOT NULL
+);
+INSERT INTO meta (key, value) VALUES
+  ('application', 'convlab-results'),
+  ('created_at', strftime('%Y-%m-%dT%H:%M:%SZ', 'now')),
+  ('anonymize_key', lower(hex(randomblob(16))));
+CREATE TABLE runs (
+  id               INTEGER PRIMARY KEY,
+  team             TEXT NOT NULL,
+  milestone        TEXT NOT NULL,
+  submission       TEXT NOT NULL,
+  started_at       TEXT NOT NULL,
+  duration_s       REAL NOT NULL,
+  seed             TEXT NOT NULL,  -- a uint64, kept exact as decimal text
+  score            REAL NOT NULL,
+  max_score        REAL NOT NULL,
+  op_time_s        REAL,           -- NULL unless the ranked check passed and was timed
+  op_time_median_s REAL,
+  reference_time_s REAL,
+  speedup          REAL,
+  ranked_variant   TEXT NOT NULL,
+  ranked_model     TEXT NOT NULL,
+  ranked_images    INTEGER NOT NULL,
+  flags            TEXT NOT NULL,  -- JSON array of strings
+  flagged          INTEGER NOT NULL CHECK (flagged IN (0, 1)),
+  gpu_name         TEXT NOT NULL,
+  gpu_driver       TEXT NOT NULL,
+  cuda_driver      TEXT NOT NULL,
+  hostname         TEXT NOT NULL,
+  report_json      TEXT NOT NULL,
+  recorded_at      TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))
+);
+CREATE TABLE checks (
+  id                INTEGER PRIMARY KEY,
+  run_id            INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+  position          INTEGER NOT NULL,  -- order in the report
+  check_id          TEXT NOT NULL,
+  name              TEXT NOT NULL,
+  kind              TEXT NOT NULL,
+  status            TEXT NOT NULL CHECK (status IN ('passed', 'failed', 'skipped')),
+  reason            TEXT NOT NULL,
+  score             REAL NOT NULL,
+  max_score         REAL NOT NULL,
+  output            TEXT NOT NULL,
+  hidden            INTEGER NOT NULL CHECK (hidden IN (0, 1)),
+  variant           TEXT NOT NULL,
+  model             TEXT NOT NULL,
+  images            INTEGER NOT NULL,
+  expected_correct  INTEGER,
+  correct           INTEGER,
+  op_time_s         REAL,
+  op_time_median_s  REAL,
+  op_time_runs_s    TEXT NOT NULL,  -- JSON array of seconds
+  reference_time_s  REAL,
+  worst_error       REAL,
+  wall_s            REAL NOT NULL,
+  details_json      TEXT NOT NULL
+);
+)sql"},
+    // v2: what the report had and v1's tables did not: the CPU and sandbox of a run, whether
+    // it was partial (--only) or hit a grader error, the grader's version and framework hash,
+    // each check's milestone; and indexes for the leaderboard's per-team best and a run's
+    // checks.
+    {2, R"sql(
+ALTER TABLE runs ADD COLUMN cpu_name TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN sandbox_json TEXT NOT NULL DEFAULT '{}';
+ALTER TABLE runs ADD COLUMN only_json TEXT NOT NULL DEFAULT '[]';
+ALTER TABLE runs ADD COLUMN partial INTEGER NOT NULL DEFAULT 0 CHECK (partial IN (0, 1));
+ALTER TABLE runs ADD COLUMN grader_error TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN grader_version TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN framework_hash TEXT NOT NULL DEFAULT '';
+ALTER TABLE checks ADD COLUMN milestone TEXT NOT NULL DEFAULT '';
+CREATE INDEX runs_by_team_time ON runs (milestone, team, op_time_s);
+CREATE INDEX checks_by_run ON checks (run_id, position);
+)sql"},
+};
+
+constexpr int kCurrentVersion = kMigrations[std::size(kMigrations) - 1].version;
+
+const char* status_text(CheckStatus s) {
+  switch (s) {
+    case CheckStatus::passed:
+      return "passed";
+    case CheckStatus::failed:
+      return "failed";
+    case CheckStatus::skipped:
+      return "skipped";
+  }
+  return "failed";
+}
+
+CheckStatus parse_status(const std::string& s) {
+  if (s == "passed") return CheckStatus::passed;
+  if (s == "skipped") return CheckStatus::skipped;
+  return CheckStatus::failed;
+}
+
+int pragma_int(Connection& conn, const char* pragma) {
+  Statement st = conn.prepare(std::string("PRAGMA ") + pragma);
+  return st.step() ? static_cast<int>(st.int64(0)) : 0;
+}
+
+// What the file holds before we touch it.
+struct Probe {
+  int application_id = 0;
+  int version = 0;
+  std::int64_t objects = 0;  // tables, indexes... of any kind
+};
+
+Probe probe(Connection& conn) {
+  Probe p;
+  p.application_id = pragma_int(conn, "application_id");
+  p.version = pragma_int(conn, "user_version");
+  Statement st = conn.prepare("SELECT count(*) FROM sqlite_schema");
+  if (st.step()) p.objects = st.int64(0);
+  return p;
+}
+
+// True when the file is empty (a new database); throws for a file we must not touch.
+bool check_ours(const Probe& p, const fs::path& file) {
+  if (p.application_id == 0 && p.version == 0 && p.objects == 0) return true;
+  if (p.application_id != kApplicationId || p.version < 1) {
+    char id[16];
+    std::snprintf(id, sizeof id, "0x%08x", static_cast<unsigned>(p.application_id));
+    throw Error(file.string() +
+                " is an SQLite database but not a convlab results database "
+                "(application id " +
+                id + ", " + std::to_string(p.objects) +
+                " schema objects); give --db a new file name or the database convlab grade "
+                "wrote, and leave this one as it is");
+  }
+  if (p.version > kCurrentVersion) {
+    throw Error(file.string() + " was written by a newer convlab (results schema v" +
+                std::to_string(p.version) + "; this convlab reads up to v" +
+                std::to_string(kCurrentVersion) +
+                "); use that newer convlab, or record into a new file");
+  }
+  return false;
+}
+
+std::vector<std::string> json_strings(const std::string& text) {
+  const auto j = nlohmann::json::parse(text, nullptr, false);
+  std::vector<std::string> out;
+  if (!j.is_array()) return out;
+  for (const auto& e : j) {
+    if (e.is_string()) out.push_back(e.get<std::string>());
+  }
+  return out;
+}
+
+std::vector<double> json_numbers(const std::string& text) {
+  const auto j = nlohmann::json::parse(text, nullptr, false);
+  std::vector<double> out;
+  if (!j.is_array()) return out;
+  for (const auto& e : j) {
+    if (e.is_number()) out.push_back(e.get<double>());
+  }
+  return out;
+}
+
+}  // namespace
+
+struct ResultsDb::Impl {
+  Connection conn;
+  int version = 0;
+
+  Impl(const fs::path& file, bool create) : conn(file, create) {}
+};
+
+ResultsDb::ResultsDb(const fs::path& file, const ResultsDbOptions& options) {
+  if (!options.create && !fs::exists(file)) {
+    throw Error("no results database at " + file.string() +
+                ": grade with `convlab grade ... --db " + file.string() +
+                "` first, or check the path");
+  }
+  if (fs::is_directory(file)) {
+    throw Error("--db " + file.string() + " is a directory; give a file name, e.g. " +
+                (file / "results.sqlite").string());
+  }
+  const int target = options.migrate_to == 0 ? kCurrentVersion : options.migrate_to;
+  if (target < 1 || target > kCurrentVersion) {
+    throw Error("results schema v" + std::to_string(target) + " does not exist (this convlab " +
+                "knows v1 to v" + std::to_string(kCurrentVersion) + ")");
+  }
+
+  impl_ = std::make_unique<Impl>(file, options.create);
+  Connection& conn = impl_->conn;
+  conn.set_busy_timeout(kBusyTimeout);
+  // Per connection, outside any transaction (it is a no-op inside one).
+  conn.exec("PRAGMA foreign_keys = ON");
+
+  try {
+    sqlite::with_busy_retry(conn, kPatience, [&] {
+      Probe p = probe(conn);
+      check_ours(p, file);
+      // WAL: readers never block the writer and the writer never blocks readers; persistent
+      // in the file once set. FULL sync: a recorded grade survives a power cut.
+      {
+        // Scoped: a statement left un-reset would pin a read snapshot under the write below.
+        Statement wal = conn.prepare("PRAGMA journal_mode = WAL");
+        if (!wal.step() || wal.text(0) != "wal") {
+          throw Error("cannot switch " + file.string() +
+                      " to WAL mode (is it on a network file system? keep the database on a "
+                      "local disk)");
+        }
+      }
+      conn.exec("PRAGMA synchronous = FULL");
+      if (p.version >= target) {
+        impl_->version = p.version;
+        return;
+      }
+      // Another grader may have migrated between the probe and the lock: look again inside.
+      Transaction tx(conn);
+      p = probe(conn);
+      check_ours(p, file);
+      for (const Migration& m : kMigrations) {
+        if (m.version > p.version && m.version <= target) conn.exec(m.sql);
+      }
+      const int version = std::max(p.version, target);
+      conn.exec("PRAGMA user_version = " + std::to_string(version));
+      conn.exec("PRAGMA application_id = " + std::to_string(kApplicationId));
+      tx.commit();
+      impl_->version = version;
+    });
+  } catch (const SqliteError& e) {
+    if (e.code() == SQLITE_NOTADB) {
+      throw Error(file.string() +
+                  " is not a convlab results database (not an SQLite file); give --db a new "
+                  "file name or the database convlab grade wrote");
+    }
+    if (e.code() == SQLITE_CORRUPT) {
+      throw Error(file.string() + " is damaged (" + e.what() +
+                  "); restore it from a backup, or grade again into a new file");
+    }
+    throw;
+  }
+}
+
+ResultsDb::~ResultsDb() = default;
+
+int ResultsDb::current_schema_version() {
+  return kCurrentVersion;
+}
+
+int ResultsDb::schema_version() const {
+  return impl_->version;
+}
+
+const fs::path& ResultsDb::file() const {
+  return impl_->conn.file();
+}
+
+std::int64_t ResultsDb::record(const GradeResult& r, const std::string& report_json) {
+  if (impl_->version != kCurrentVersion) {
+    throw Error("this handle on " + file().string() + " was opened at schema v" +
+                std::to_string(impl_->version) +
+                " and cannot record; open it at the current "
+                "schema (the default)");
+  }
+  if (r.team.empty() || r.milestone.empty()) {
+    throw Error("a grade needs a team and a milestone to be recorded; give --team");
+  }
+  Connection& conn = impl_->conn;
+  const std::string flags = nlohmann::json(r.flags).dump();
+  return sqlite::with_busy_retry(conn, kPatience, [&] {
+    Transaction tx(conn);
+    Statement run = conn.prepare(R"sql(
+INSERT INTO runs (team, milestone, submission, started_at, duration_s, seed, score, max_score,
+  op_time_s, op_time_median_s, reference_time_s, speedup, ranked_variant, ranked_model,
+  ranked_images, flags, flagged, gpu_name, gpu_driver, cuda_driver, hostname, report_json,
+  cpu_name, sandbox_json, only_json, partial, grader_error, grader_version, framework_hash)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19,
+  ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29))sql");
+    run.bind(1, r.team)
+        .bind(2, r.milestone)
+        .bind(3, r.submission)
+        .bind(4, r.started_at)
+        .bind(5, r.duration_s)
+        .bind(6, std::to_string(r.seed))
+        .bind(7, r.score)
+        .bind(8, r.max_score)
+        .bind(9, r.op_time_s)
+        .bind(10, r.op_time_median_s)
+        .bind(11, r.reference_time_s)
+        .bind(12, r.speedup)
+        .bind(13, r.ranked_variant)
+        .bind(14, r.ranked_model)
+        .bind(15, r.ranked_images)
+        .bind(16, flags)
+        .bind(17, !r.flags.empty())
+        .bind(18, r.machine.gpu_name)
+        .bind(19, r.machine.gpu_driver)
+        .bind(20, r.machine.cuda_driver)
+        .bind(21, r.machine.hostname)
+        .bind(22, report_json)
+        .bind(23, r.machine.cpu_name)
+        .bind(24, r.sandbox_json.empty() ? std::string("{}") : r.sandbox_json)
+        .bind(25, nlohmann::json(r.only).dump())
+        .bind(26, r.partial)
+        .bind(27, r.grader_error)
+        .bind(28, r.grader_version)
+        .bind(29, r.framework_hash);
+    run.run();
+    const std::int64_t run_id = conn.last_insert_rowid();
+
+    Statement chk = conn.prepare(R"sql(
+INSERT INTO checks (run_id, position, check_id, name, kind, status, reason, score, max_score,
+  output, hidden, variant, model, images, expected_correct, correct, op_time_s,
+  op_time_median_s, op_time_runs_s, reference_time_s, worst_error, wall_s, details_json,
+  milestone)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19,
+  ?20, ?21, ?22, ?23, ?24))sql");
+    std::int64_t position = 0;
+    for (const CheckResult& c : r.checks) {
+      chk.reset();
+      chk.bind(1, run_id)
+          .bind(2, position++)
+          .bind(3, c.id)
+          .bind(4, c.name)
+          .bind(5, c.kind)
+          .bind(6, status_text(c.status))
+          .bind(7, c.reason)
+          .bind(8, c.score)
+          .bind(9, c.max_score)
+          .bind(10, c.output)
+          .bind(11, c.hidden)
+          .bind(12, c.variant)
+          .bind(13, c.model)
+          .bind(14, c.images)
+          .bind(15, c.expected_correct)
+          .bind(16, c.correct)
+          .bind(17, c.op_time_s)
+          .bind(18, c.op_time_median_s)
+          .bind(19, nlohmann::json(c.op_time_runs_s).dump())
+          .bind(20, c.reference_time_s)
+          .bind(21, c.worst_error)
+          .bind(22, c.wall_s)
+          .bind(23, c.details_json.empty() ? std::string("{}") : c.details_json)
+          .bind(24, c.milestone);
+      chk.run();
+    }
+    tx.commit();
+    return run_id;
+  });
+}
+
+std::optional<StoredRun> ResultsDb::load_run(std::int64_t id) const {
+  Connection& conn = impl_->conn;
+  Statement run = conn.prepare(R"sql(
+SELECT team, milestone, submission, started_at, duration_s, seed, score, max_score, op_time_s,
+  op_time_median_s, reference_time_s, speedup, ranked_variant, ranked_model, ranked_images,
+  flags, gpu_name, gpu_driver, cuda_driver, hostname, report_json, recorded_at, cpu_name,
+  sandbox_json, only_json, partial, grader_error, grader_version, framework_hash
+FROM runs WHERE id = ?1)sql");
+  run.bind(1, id);
+  if (!run.step()) return std::nullopt;
+  StoredRun s;
+  s.id = id;
+  GradeResult& r = s.result;
+  r.team = run.text(0);
+  r.milestone = run.text(1);
+  r.submission = run.text(2);
+  r.started_at = run.text(3);
+  r.duration_s = run.real(4);
+  r.seed = std::stoull(run.text(5));
+  r.score = run.real(6);
+  r.max_score = run.real(7);
+  r.op_time_s = run.optional_real(8);
+  r.op_time_median_s = run.optional_real(9);
+  r.reference_time_s = run.optional_real(10);
+  r.speedup = run.optional_real(11);
+  r.ranked_variant = run.text(12);
+  r.ranked_model = run.text(13);
+  r.ranked_images = run.int64(14);
+  r.flags = json_strings(run.text(15));
+  r.machine.gpu_name = run.text(16);
+  r.machine.gpu_driver = run.text(17);
+  r.machine.cuda_driver = run.text(18);
+  r.machine.hostname = run.text(19);
+  s.report_json = run.text(20);
+  s.recorded_at = run.text(21);
+  r.machine.cpu_name = run.text(22);
+  r.sandbox_json = run.text(23);
+  r.only = json_strings(run.text(24));
+  r.partial = run.int64(25) != 0;
+  r.grader_error = run.text(26);
+  r.grader_version = run.text(27);
+  r.framework_hash = run.text(28);
+
+  Statement chk = conn.prepare(R"sql(
+SELECT check_id, name, kind, status, reason, score, max_score, output, hidden, variant, model,
+  images, expected_correct, correct, op_time_s, op_time_median_s, op_time_runs_s,
+  reference_time_s, worst_error, wall_s, details_json, milestone
+FROM checks WHERE run_id = ?1 ORDER BY position)sql");
+  chk.bind(1, id);
+  while (chk.step()) {
+    CheckResult c;
+    c.id = chk.text(0);
+    c.name = chk.text(1);
+    c.kind = chk.text(2);
+    c.status = parse_status(chk.text(3));
+    c.reason = chk.text(4);
+    c.score = chk.real(5);
+    c.max_score = chk.real(6);
+    c.output = chk.text(7);
+    c.hidden = chk.int64(8) != 0;
+    c.variant = chk.text(9);
+    c.model = chk.text(10);
+    c.images = chk.int64(11);
+    c.expected_correct = chk.optional_int64(12);
+    c.correct = chk.optional_int64(13);
+    c.op_time_s = chk.optional_real(14);
+    c.op_time_median_s = chk.optional_real(15);
+    c.op_time_runs_s = json_numbers(chk.text(16));
+    c.reference_time_s = chk.optional_real(17);
+    c.worst_error = chk.optional_real(18);
+    c.wall_s = chk.real(19);
+    c.details_json = chk.text(20);
+    c.milestone = chk.text(21);
+    r.checks.push_back(std::move(c));
+  }
+  return s;
+}
+
+std::vector<TeamBest> ResultsDb::best_per_team(const std::string& milestone) const {
+  Connection& conn = impl_->conn;
+  // Per team, its run with the smallest op time; ties go to the earlier run. A run counts
+  // only when it is a whole grade: not cut short by --only, not stopped by a grader error.
+  Statement best = conn.prepare(R"sql(
+SELECT r.id, r.team, r.op_time_s, r.op_time_median_s, r.reference_time_s, r.gpu_name,
+  r.started_at, r.flagged, r.flags, r.ranked_variant, r.ranked_model, r.ranked_images
+FROM runs r
+WHERE r.milestone = ?1 AND r.op_time_s IS NOT NULL AND r.partial = 0 AND r.grader_error = ''
+  AND r.id = (SELECT b.id FROM runs b
+              WHERE b.milestone = r.milestone AND b.team = r.team AND b.op_time_s IS NOT NULL
+                AND b.partial = 0 AND b.grader_error = ''
+              ORDER BY b.op_time_s, b.id LIMIT 1)
+ORDER BY r.op_time_s, r.id)sql");
+  Statement variants = conn.prepare(R"sql(
+SELECT variant, min(op_time_s) FROM checks
+WHERE run_id = ?1 AND kind = 'network' AND status = 'passed' AND model = ?2 AND images = ?3
+  AND op_time_s IS NOT NULL AND milestone IN ('', ?4)
+GROUP BY variant ORDER BY min(position))sql");
+  std::vector<TeamBest> out;
+  best.bind(1, milestone);
+  while (best.step()) {
+    TeamBest t;
+    t.run_id = best.int64(0);
+    t.team = best.text(1);
+    t.op_time_s = best.real(2);
+    t.op_time_median_s = best.optional_real(3);
+    t.reference_time_s = best.optional_real(4);
+    t.gpu_name = best.text(5);
+    t.graded_at = best.text(6);
+    t.flagged = best.int64(7) != 0;
+    t.flags = json_strings(best.text(8));
+    t.ranked_variant = best.text(9);
+    t.ranked_model = best.text(10);
+    t.ranked_images = best.int64(11);
+    variants.reset();
+    variants.bind(1, t.run_id).bind(2, t.ranked_model).bind(3, t.ranked_images).bind(4, milestone);
+    while (variants.step()) t.variants.emplace_back(variants.text(0), variants.real(1));
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+std::int64_t ResultsDb::run_count() const {
+  Statement st = impl_->conn.prepare("SELECT count(*) FROM runs");
+  return st.step() ? st.int64(0) : 0;
+}
+
+std::int64_t ResultsDb::check_count() const {
+  Statement st = impl_->conn.prepare("SELECT count(*) FROM checks");
+  return st.step() ? st.int64(0) : 0;
+}
+
+std::string ResultsDb::anonymize_key() const {
+  Statement st = impl_->conn.prepare("SELECT value FROM meta WHERE key = 'anonymize_key'");
+  if (!st.step() || st.text(0).empty()) {
+    throw Error(file().string() +
+                " has no anonymize_key in its meta table; it was not made "
+                "by convlab grade, or was edited by hand");
+  }
+  return st.text(0);
+}
+
+}  // namespace convlab::grader

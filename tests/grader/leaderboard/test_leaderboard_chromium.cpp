@@ -1,0 +1,136 @@
+// The HTML leaderboard as a browser renders it: headless Chromium dumps the DOM (every team's
+// row, both charts, hostile names as text) and takes a screenshot, left in the build tree
+// (leaderboard.png) for a person to look at.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "grader/leaderboard/leaderboard.hpp"
+#include "tests/grader/leaderboard/sample_board.hpp"
+#include "tests/support/test_support.hpp"
+
+using namespace convlab;
+using namespace convlab::grader;
+namespace fs = std::filesystem;
+
+namespace {
+
+const fs::path kChromium = "/usr/bin/chromium";
+
+std::string read_all(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// How a browser serialises a text node: only &, < and > are escaped (and U+00A0).
+std::string dom_text(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '&') {
+      out += "&amp;";
+    } else if (c == '<') {
+      out += "&lt;";
+    } else if (c == '>') {
+      out += "&gt;";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::size_t occurrences(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (std::size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
+  return n;
+}
+
+std::string chromium(const fs::path& profile) {
+  // No sandbox: tests may run as root in a container; no GPU: none is needed to draw SVG.
+  return "timeout 120 " + kChromium.string() +
+         " --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --no-first-run"
+         " --hide-scrollbars --user-data-dir=" +
+         profile.string();
+}
+
+}  // namespace
+
+TEST_CASE("the leaderboard page renders in headless Chromium") {
+  if (!fs::exists(kChromium)) {
+    test::skip(kChromium.string() +
+               " not found: apt-get install chromium to render the HTML leaderboard");
+  }
+  const fs::path out = LEADERBOARD_OUT_DIR;
+  const fs::path page = out / "leaderboard.html", dom = out / "leaderboard.dom.html",
+                 png = out / "leaderboard.png", log = out / "chromium.log";
+  fs::remove(png);
+  fs::remove(dom);
+
+  const std::vector<TeamBest> teams = test::sample_teams();
+  const Leaderboard board = rank_teams("final", teams, RankingRule{});
+  const std::string html = leaderboard_html(board);
+  std::ofstream(page, std::ios::binary) << html;
+
+  // Nothing external: no URL in any src, href or CSS url().
+  const std::regex external(R"((src|href)\s*=\s*["']?\s*(https?:)?//|url\(\s*["']?\s*(https?:)?//)",
+                            std::regex::icase);
+  CHECK(!std::regex_search(html, external));
+  // Any other URL is inside a team's name, as text (one team is called =HYPERLINK("http://x")).
+  std::string without_names = html;
+  for (const LeaderboardRow& r : board.rows) {
+    const std::string name = html_escape(r.team);
+    for (std::size_t p; (p = without_names.find(name)) != std::string::npos;) {
+      without_names.erase(p, name.size());
+    }
+  }
+  CHECK(without_names.find("http://") == std::string::npos);
+  CHECK(without_names.find("https://") == std::string::npos);
+
+  test::TempDir profile;
+  std::string output;
+  const std::string url = "file://" + page.string();
+  int rc = test::run_command("{ " + chromium(profile.path()) + " --dump-dom '" + url + "' > '" +
+                                 dom.string() + "' 2> '" + log.string() + "'; }",
+                             &output);
+  INFO("chromium log: " << read_all(log));
+  REQUIRE(rc == 0);
+  const std::string d = read_all(dom);
+  REQUIRE(d.size() > 1000);
+
+  // The table has a row for every team, in rank order, the names as text.
+  const std::size_t body = d.find("<tbody>");
+  REQUIRE(body != std::string::npos);
+  const std::string rows = d.substr(body, d.find("</tbody>") - body);
+  CHECK(occurrences(rows, "<tr") == teams.size());
+  std::size_t last = 0;
+  for (const LeaderboardRow& r : board.rows) {
+    const std::size_t at = rows.find("<td class=\"l team\">" + dom_text(r.team) + "</td>");
+    CHECK_MESSAGE(at != std::string::npos, r.team);
+    CHECK_MESSAGE(at >= last, r.team);
+    last = at == std::string::npos ? last : at;
+  }
+  // A team called <script>...</script> is text, not an element.
+  CHECK(d.find("&lt;script&gt;alert('x')&lt;/script&gt;") != std::string::npos);
+  CHECK(d.find("<script") == std::string::npos);
+  // Both charts are there, titled.
+  CHECK(occurrences(d, "<svg") == 2);
+  CHECK(d.find("Distribution of team times") != std::string::npos);
+  CHECK(d.find("Op Time of every variant, per team") != std::string::npos);
+
+  rc = test::run_command(chromium(profile.path()) + " --screenshot='" + png.string() +
+                             "' --window-size=1280,1600 '" + url + "'",
+                         &output);
+  INFO("chromium: " << output);
+  REQUIRE(rc == 0);
+  REQUIRE(fs::exists(png));
+  const std::string image = read_all(png);
+  CHECK(image.rfind("\x89PNG\r\n\x1a\n", 0) == 0);
+  // A blank 1280x1600 page compresses to a few kB; the table and charts take far more.
+  CHECK(image.size() > 60000);
+  MESSAGE("screenshot: " << png.string());
+}
