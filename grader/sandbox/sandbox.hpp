@@ -3,6 +3,19 @@
 /// process group (and PID namespace where allowed), wall-clock and resource limits, captured
 /// and capped output, no network, an unprivileged user when the grader is root, a private
 /// temporary directory, and a result channel (fd 3) that is not stdout.
+///
+/// Where a mount namespace is available the whole file system is read-only for the run except
+/// its private directory, its working directory and SandboxSpec::writable_paths; /dev/shm is a
+/// fresh empty tmpfs, /proc shows only the run's own processes (with a PID namespace), and each
+/// of SandboxSpec::hide_paths is mounted over. Every isolation step that the kernel or the
+/// privileges refuse is skipped and recorded as false in SandboxFeatures: a run never fails
+/// because of it.
+///
+/// run_sandboxed() may be called from several threads at once. The process tree is
+/// grader -> supervisor (trusted, outside the namespaces' PID view) -> init (PID 1 of the run's
+/// PID namespace, trusted) -> the command; without a PID namespace the supervisor is a child
+/// subreaper and kills whatever the command leaves behind. All runs as `user` share that user's
+/// RLIMIT_NPROC count: concurrent runs should use distinct users where that matters.
 #pragma once
 
 #include <cstddef>
@@ -27,11 +40,13 @@ struct Limits {
 
 /// Which isolation features a run actually got (they depend on the kernel and on privileges).
 struct SandboxFeatures {
-  bool network_namespace = false;  ///< no network: a fresh network namespace
-  bool mount_namespace = false;    ///< hidden paths were mounted over
-  bool pid_namespace = false;      ///< its own PID namespace: every process dies with it
+  bool network_namespace = false;   ///< no network: a fresh network namespace
+  bool mount_namespace = false;     ///< hidden paths were mounted over
+  bool pid_namespace = false;       ///< its own PID namespace: every process dies with it
   bool dropped_privileges = false;  ///< ran as `user`, not as the grader's user
-  std::string user;                ///< the user it ran as
+  bool user_namespace = false;      ///< namespaces came from an unprivileged user namespace
+  bool read_only_root = false;      ///< writable only: private dir, workdir, writable_paths
+  std::string user;                 ///< the user it ran as
 };
 
 /// What to run and how.
@@ -47,54 +62,74 @@ struct SandboxSpec {
   std::filesystem::path workdir;
   /// Paths made unreadable (an empty tmpfs or /dev/null mounted over them) where a mount
   /// namespace is available: the data set's labels, hidden models, the staff solutions.
+  /// Paths that do not exist are ignored.
   std::vector<std::filesystem::path> hide_paths;
+  /// Folders outside the private directory the run may write to (a build folder...). The rest
+  /// of the file system is read-only where a mount namespace is available. The working
+  /// directory is always writable.
+  std::vector<std::filesystem::path> writable_paths;
+  /// Time, process, file and output limits.
   Limits limits;
   /// Run as `user` when the grader runs as root (the run user owns the private directory).
   bool drop_privileges = true;
+  /// The unprivileged user a root grader runs the command as. RLIMIT_NPROC counts every
+  /// process of this user, concurrent runs included.
   std::string user = "nobody";
   /// Parent folder of the private directory (it must be traversable by `user`).
   std::filesystem::path private_parent = "/tmp";
   /// Keep the private directory after the run (for debugging a grade).
   bool keep_private_dir = false;
+  /// false: create no namespace at all, as on a kernel that refuses them (tests of that
+  /// fallback; debugging).
+  bool use_namespaces = true;
 };
 
 /// How a sandboxed run ended.
 enum class Outcome {
-  exited,         ///< the process exited (see exit_code)
-  signaled,       ///< killed by a signal it got or raised (segfault, abort, CPU limit...)
-  timed_out,      ///< wall-clock limit: the group was killed
-  output_limit,   ///< stdout, stderr or the channel passed its cap: the group was killed
-  start_failed,   ///< could not be started (see start_error)
+  exited,        ///< the process exited (see exit_code)
+  signaled,      ///< killed by a signal it got or raised (segfault, abort, CPU limit...)
+  timed_out,     ///< wall-clock limit: the group was killed
+  output_limit,  ///< stdout, stderr or the channel passed its cap: the group was killed
+  start_failed,  ///< could not be started (see start_error)
 };
 
 /// Everything a sandboxed run produced.
 struct SandboxResult {
-  Outcome outcome = Outcome::start_failed;
-  int exit_code = -1;  ///< when outcome == exited
-  int signal = 0;      ///< when outcome == signaled
-  double wall_s = 0.0;
-  double cpu_s = 0.0;  ///< user + system time of the process tree that was waited for
-  std::string stdout_text, stderr_text;  ///< capped at limits.max_output_bytes each
-  bool stdout_truncated = false, stderr_truncated = false;
-  std::string channel;  ///< everything written to fd 3 (CONVLAB_RESULT_FD)
-  bool channel_truncated = false;
-  std::string start_error;
-  SandboxFeatures features;
+  Outcome outcome = Outcome::start_failed;  ///< how it ended
+  int exit_code = -1;                       ///< when outcome == exited
+  int signal = 0;                           ///< when outcome == signaled
+  double wall_s = 0.0;                      ///< wall-clock time from start to the last reap
+  double cpu_s = 0.0;              ///< user + system time of the process tree that was waited for
+  std::string stdout_text;         ///< the first limits.max_output_bytes of stdout
+  std::string stderr_text;         ///< the first limits.max_output_bytes of stderr
+  bool stdout_truncated = false;   ///< stdout passed its cap (outcome == output_limit)
+  bool stderr_truncated = false;   ///< stderr passed its cap (outcome == output_limit)
+  std::string channel;             ///< everything written to fd 3 (CONVLAB_RESULT_FD)
+  bool channel_truncated = false;  ///< the channel passed its cap (outcome == output_limit)
+  std::string start_error;         ///< why it could not start (outcome == start_failed)
+  SandboxFeatures features;        ///< the isolation it actually got
+  Limits limits;                   ///< the limits it ran under (describe() names them)
   std::filesystem::path private_dir;  ///< removed after the run unless keep_private_dir
 
-  /// One readable line: "exited with code 3", "killed by SIGSEGV (segmentation fault)",
-  /// "timed out after 60 s (wall-clock limit)", "output passed 1 MiB (stdout): killed"...
+  /// One readable line: "exited with code 3", "killed by SIGSEGV (segmentation fault: an
+  /// invalid memory access)", "timed out after 60 s (wall-clock limit): every process of the run
+  /// was killed", "stdout passed its limit of 1 MiB: killed"...
   std::string describe() const;
 };
+
+/// "SIGSEGV (segmentation fault: an invalid memory access)"; "signal 42" for unknown ones.
+std::string describe_signal(int signal);
 
 /// File descriptor of the result channel in the child (also in $CONVLAB_RESULT_FD).
 inline constexpr int kResultFd = 3;
 
 /// Runs `spec` and waits for it. Never throws for anything the child does; throws Error only
-/// when the grader itself cannot work (no pipes, no fork).
+/// when the grader itself cannot work (no pipes, no fork, an input that cannot be copied, an
+/// unknown `user`).
 SandboxResult run_sandboxed(const SandboxSpec& spec);
 
-/// What this machine allows, probed once (for reports and for tests that need a feature).
+/// What this machine allows, probed once per user (for reports and for tests that need a
+/// feature): the features a run with default settings would get.
 SandboxFeatures probe_sandbox_features(const std::string& user = "nobody");
 
 }  // namespace convlab::grader

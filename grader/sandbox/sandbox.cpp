@@ -1,0 +1,1081 @@
+// The sandbox: everything is prepared in the grader before fork(); after fork() the children
+// (supervisor, init, the command up to execve) make only async-signal-safe system calls,
+// because the grader may be multithreaded and another thread may hold the allocator's lock.
+//
+// Process tree:
+//   grader
+//    └─ supervisor: new session; unshares the user (when not root), network, mount and PID
+//       namespaces; mounts; reports features and pids on the control pipe
+//        └─ init (PID 1 of the new PID namespace; only when there is one): mounts /proc,
+//           reaps, forwards the command's wait status, exits with it gone so that the kernel
+//           kills every other process of the namespace
+//            └─ the command: own process group, fds 0-3, limits, unprivileged user, execve
+// The command is not PID 1 itself: the kernel drops the signals an init sends itself when it has
+// no handler for them, so abort() or the CPU-time limit would not end it as they should.
+// Without a PID namespace the supervisor forks the command itself, is a child subreaper, and
+// after the command ends kills every descendant it inherits.
+#include "grader/sandbox/sandbox.hpp"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <pwd.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cmath>
+#include <csignal>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "reference/core/error.hpp"
+
+namespace convlab::grader {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// ---------------------------------------------------------------------------------------------
+// The control pipe: fixed-size records (smaller than PIPE_BUF, so each write is atomic).
+
+enum RecordKind : std::int32_t {
+  kFeatures = 1,    // a: feature bits
+  kPids = 2,        // a: the command's pid (0 with a PID namespace), b: init's pid (or 0)
+  kSetupError = 3,  // a: errno, b: the step that failed (Step)
+  kStatus = 4,      // a: the command's wait status
+};
+
+struct Record {
+  std::int32_t kind = 0;
+  std::int32_t a = 0;
+  std::int64_t b = 0;
+};
+
+enum FeatureBit : std::int32_t {
+  kNet = 1,
+  kMnt = 2,
+  kPid = 4,
+  kUser = 8,
+  kReadOnlyRoot = 16,
+};
+
+enum Step : std::int64_t {
+  step_fork = 1,
+  step_streams,
+  step_rlimit,
+  step_setgroups,
+  step_setgid,
+  step_setuid,
+  step_no_new_privs,
+  step_chdir,
+  step_exec,
+  step_writable,
+};
+
+// ---------------------------------------------------------------------------------------------
+// Everything the children need, prepared before fork (the children only read it).
+
+struct ChildPlan {
+  pid_t grader_pid = 0;
+  const char* exec_path = nullptr;
+  char* const* argv = nullptr;
+  char* const* envp = nullptr;
+  const char* workdir = nullptr;
+
+  bool run_command = true;  // false: probe the namespaces only
+  bool use_namespaces = true;
+  bool try_user_ns = false;
+  const char* uid_map = nullptr;  // "UID UID 1\n" for the user namespace
+  const char* gid_map = nullptr;
+
+  std::vector<const char*> hide_dirs, hide_files, writable;
+  const char* shm_options = nullptr;  // tmpfs options for a fresh /dev/shm
+
+  bool drop = false;
+  uid_t uid = 0;
+  gid_t gid = 0;
+  bool set_cpu = false, set_nproc = false, set_fsize = false;
+  rlim_t cpu_soft = 0, cpu_hard = 0, nproc = 0, fsize = 0;
+
+  int devnull = -1, out_w = -1, err_w = -1, chan_w = -1, ctl_w = -1;
+};
+
+// ---- Async-signal-safe helpers (used after fork) ---------------------------------------------
+
+void send_record(int fd, std::int32_t kind, std::int32_t a, std::int64_t b) {
+  Record r;
+  r.kind = kind;
+  r.a = a;
+  r.b = b;
+  ssize_t n;
+  do {
+    n = write(fd, &r, sizeof r);
+  } while (n < 0 && errno == EINTR);
+}
+
+[[noreturn]] void fail_step(int ctl, Step step) {
+  send_record(ctl, kSetupError, errno, step);
+  _exit(127);
+}
+
+// Closes every fd >= `from` except those in keep (small, unsorted).
+void close_fds_except(int from, const int* keep, int n_keep) {
+  int sorted[8];
+  int n = 0;
+  for (int i = 0; i < n_keep && n < 8; ++i) {
+    if (keep[i] >= from) sorted[n++] = keep[i];
+  }
+  for (int i = 1; i < n; ++i) {  // insertion sort
+    for (int j = i; j > 0 && sorted[j - 1] > sorted[j]; --j) std::swap(sorted[j - 1], sorted[j]);
+  }
+  int lo = from;
+  for (int i = 0; i <= n; ++i) {
+    const int hi = i < n ? sorted[i] - 1 : INT_MAX;
+    if (hi >= lo) {
+      if (syscall(SYS_close_range, static_cast<unsigned>(lo), static_cast<unsigned>(hi), 0u) != 0) {
+        const int last = std::min(hi, 65535);  // close_range unavailable: close one by one
+        for (int fd = lo; fd <= last; ++fd) close(fd);
+      }
+    }
+    if (i < n) lo = sorted[i] + 1;
+  }
+}
+
+void reset_signals() {
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof sa);
+  sa.sa_handler = SIG_DFL;
+  for (int s = 1; s < NSIG; ++s) {
+    if (s != SIGKILL && s != SIGSTOP) sigaction(s, &sa, nullptr);
+  }
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+}
+
+bool write_file(const char* path, const char* text) {
+  const int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const auto len = static_cast<ssize_t>(std::strlen(text));
+  const bool ok = write(fd, text, static_cast<std::size_t>(len)) == len;
+  close(fd);
+  return ok;
+}
+
+// mount_setattr(2) through syscall(): glibc's <sys/mount.h> and <linux/mount.h> clash.
+struct MountAttr {
+  std::uint64_t attr_set, attr_clr, propagation, userns_fd;
+};
+constexpr std::uint64_t kMountAttrReadOnly = 0x00000001;
+constexpr unsigned kAtRecursive = 0x8000;
+
+int set_mount_read_only(const char* path, bool read_only, bool recursive) {
+#ifdef SYS_mount_setattr
+  MountAttr attr{};
+  (read_only ? attr.attr_set : attr.attr_clr) = kMountAttrReadOnly;
+  return static_cast<int>(syscall(SYS_mount_setattr, AT_FDCWD, path, recursive ? kAtRecursive : 0u,
+                                  &attr, sizeof attr));
+#else
+  (void)path, (void)read_only, (void)recursive;
+  errno = ENOSYS;
+  return -1;
+#endif
+}
+
+// In the supervisor, after unshare(CLONE_NEWNS). Returns feature bits (kMnt, kReadOnlyRoot);
+// reports a fatal error (a path that must be writable cannot be made so) through ctl.
+std::int32_t setup_mounts(const ChildPlan& p, int ctl) {
+  // Nothing done here may reach the grader's mount namespace.
+  if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return 0;
+  std::int32_t bits = kMnt;
+  for (const char* dir : p.hide_dirs) {
+    if (mount("convlab-hidden", dir, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+              "size=4k,mode=0555") != 0) {
+      bits &= ~kMnt;
+    }
+  }
+  for (const char* file : p.hide_files) {
+    if (mount("/dev/null", file, nullptr, MS_BIND, nullptr) != 0) bits &= ~kMnt;
+  }
+  // Everything read-only, then the private directory, the working directory and the
+  // writable paths bound back read-write.
+  if (set_mount_read_only("/", true, true) == 0) {
+    bits |= kReadOnlyRoot;
+    for (const char* path : p.writable) {
+      if (mount(path, path, nullptr, MS_BIND, nullptr) != 0 ||
+          set_mount_read_only(path, false, false) != 0) {
+        send_record(ctl, kSetupError, errno, step_writable);
+        _exit(127);
+      }
+    }
+  }
+  if (p.shm_options != nullptr) {
+    mount("convlab-shm", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, p.shm_options);
+  }
+  return bits;
+}
+
+// In the supervisor: the namespaces, each on its own so that one refused leaves the others.
+std::int32_t setup_namespaces(const ChildPlan& p, int ctl) {
+  std::int32_t bits = 0;
+  if (!p.use_namespaces) return bits;
+  if (p.try_user_ns && unshare(CLONE_NEWUSER) == 0) {
+    // Map our own uid and gid only: the run keeps its identity and no privilege outside.
+    if (write_file("/proc/self/uid_map", p.uid_map) &&
+        (write_file("/proc/self/setgroups", "deny") || errno == ENOENT) &&
+        write_file("/proc/self/gid_map", p.gid_map)) {
+      bits |= kUser;
+    }
+  }
+  if (unshare(CLONE_NEWNET) == 0) bits |= kNet;
+  if (unshare(CLONE_NEWNS) == 0) bits |= setup_mounts(p, ctl);
+  if (unshare(CLONE_NEWPID) == 0) bits |= kPid;
+  return bits;
+}
+
+// The command, from fork to execve.
+[[noreturn]] void exec_command(const ChildPlan& p) {
+  setpgid(0, 0);
+  // fds 0-3 are the run's; ctl moves above them and closes at execve (it is O_CLOEXEC).
+  const int ctl = fcntl(p.ctl_w, F_DUPFD_CLOEXEC, 10);
+  if (ctl < 0) _exit(127);
+  const int sources[4] = {p.devnull, p.out_w, p.err_w, p.chan_w};
+  int moved[4];
+  for (int i = 0; i < 4; ++i) {
+    moved[i] = fcntl(sources[i], F_DUPFD_CLOEXEC, 10);
+    if (moved[i] < 0) fail_step(ctl, step_streams);
+  }
+  for (int i = 0; i < 4; ++i) {
+    if (dup2(moved[i], i) < 0) fail_step(ctl, step_streams);
+  }
+  const int keep[1] = {ctl};
+  close_fds_except(kResultFd + 1, keep, 1);
+
+  struct rlimit rl;
+  rl.rlim_cur = rl.rlim_max = 0;
+  if (setrlimit(RLIMIT_CORE, &rl) != 0) fail_step(ctl, step_rlimit);
+  if (p.set_fsize) {
+    rl.rlim_cur = rl.rlim_max = p.fsize;
+    if (setrlimit(RLIMIT_FSIZE, &rl) != 0) fail_step(ctl, step_rlimit);
+  }
+  if (p.set_cpu) {
+    // SIGXCPU at the soft limit, SIGKILL one second later if it is caught.
+    rl.rlim_cur = p.cpu_soft;
+    rl.rlim_max = p.cpu_hard;
+    if (setrlimit(RLIMIT_CPU, &rl) != 0) fail_step(ctl, step_rlimit);
+  }
+  if (p.set_nproc) {
+    rl.rlim_cur = rl.rlim_max = p.nproc;
+    if (setrlimit(RLIMIT_NPROC, &rl) != 0) fail_step(ctl, step_rlimit);
+  }
+  if (p.drop) {
+    if (setgroups(1, &p.gid) != 0) fail_step(ctl, step_setgroups);
+    if (setgid(p.gid) != 0) fail_step(ctl, step_setgid);
+    if (setuid(p.uid) != 0) fail_step(ctl, step_setuid);
+    if (getuid() != p.uid || geteuid() != p.uid) {
+      errno = EPERM;
+      fail_step(ctl, step_setuid);
+    }
+  }
+  // No setuid binary may give privileges back; die with the supervisor (set after setuid,
+  // which clears it).
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) fail_step(ctl, step_no_new_privs);
+  prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+  // Entered as the run's user, so its permissions apply.
+  if (chdir(p.workdir) != 0) fail_step(ctl, step_chdir);
+  execve(p.exec_path, p.argv, p.envp);
+  fail_step(ctl, step_exec);
+}
+
+pid_t checked_waitpid(pid_t pid, int* status) {
+  pid_t r;
+  do {
+    r = waitpid(pid, status, 0);
+  } while (r < 0 && errno == EINTR);
+  return r;
+}
+
+// PID 1 of the run's namespace: the command's parent; when the command ends, it reports and
+// exits, and the kernel kills every process left in the namespace.
+[[noreturn]] void run_init(const ChildPlan& p, bool own_mounts) {
+  prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+  if (own_mounts) {
+    // /proc of this namespace: the run sees its own processes, not the grader's.
+    mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr);
+  }
+  const pid_t cmd = fork();
+  if (cmd < 0) {
+    send_record(p.ctl_w, kSetupError, errno, step_fork);
+    _exit(127);
+  }
+  if (cmd == 0) exec_command(p);
+  for (;;) {
+    int status = 0;
+    const pid_t r = waitpid(-1, &status, 0);
+    if (r == cmd) {
+      send_record(p.ctl_w, kStatus, status, 0);
+      _exit(0);
+    }
+    if (r < 0 && errno != EINTR) _exit(1);
+  }
+}
+
+// Parses the parent pid out of /proc/PID/stat ("pid (comm) S ppid ...").
+pid_t parent_of(const char* pid_name) {
+  char path[64] = "/proc/";
+  std::size_t len = 6;
+  for (const char* c = pid_name; *c != '\0' && len < 50; ++c) path[len++] = *c;
+  std::memcpy(path + len, "/stat", 6);
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  char buf[512];
+  const ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return -1;
+  buf[n] = '\0';
+  const char* close_paren = nullptr;
+  for (ssize_t i = 0; i < n; ++i) {
+    if (buf[i] == ')') close_paren = buf + i;
+  }
+  if (close_paren == nullptr || close_paren + 4 >= buf + n) return -1;
+  const char* c = close_paren + 4;  // ") S " then ppid
+  pid_t ppid = 0;
+  while (*c >= '0' && *c <= '9') ppid = ppid * 10 + (*c++ - '0');
+  return ppid;
+}
+
+// Without a PID namespace: kills every child of this process (a subreaper inherits the
+// orphans of the whole tree) until none is left.
+void kill_all_children() {
+  const pid_t self = getpid();
+  for (;;) {
+    const int dir = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir >= 0) {
+      alignas(8) char buf[8192];
+      long n;
+      while ((n = syscall(SYS_getdents64, dir, buf, sizeof buf)) > 0) {
+        for (long off = 0; off < n;) {
+          // struct linux_dirent64: ino (8), off (8), reclen (2), type (1), name.
+          unsigned short reclen;
+          std::memcpy(&reclen, buf + off + 16, sizeof reclen);
+          const char* name = buf + off + 19;
+          if (name[0] >= '1' && name[0] <= '9' && parent_of(name) == self) {
+            pid_t pid = 0;
+            for (const char* c = name; *c >= '0' && *c <= '9'; ++c) pid = pid * 10 + (*c - '0');
+            kill(pid, SIGKILL);
+          }
+          off += reclen;
+        }
+      }
+      close(dir);
+    }
+    int status;
+    const pid_t r = waitpid(-1, &status, WNOHANG);
+    if (r < 0 && errno == ECHILD) return;
+    if (r == 0) {
+      const struct timespec pause = {0, 2'000'000};
+      nanosleep(&pause, nullptr);
+    }
+  }
+}
+
+[[noreturn]] void supervise(const ChildPlan& p) {
+  reset_signals();
+  prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+  if (getppid() != p.grader_pid) _exit(1);
+  setsid();
+  const int keep[5] = {p.devnull, p.out_w, p.err_w, p.chan_w, p.ctl_w};
+  close_fds_except(3, keep, 5);
+
+  const std::int32_t bits = setup_namespaces(p, p.ctl_w);
+  // Not dumpable (only now: writing our uid_map needed it): the run cannot open our
+  // /proc/PID/fd (the control pipe) or ptrace us, even as our user.
+  prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  send_record(p.ctl_w, kFeatures, bits, 0);
+  if (!p.run_command) _exit(0);
+
+  if ((bits & kPid) != 0) {
+    const pid_t init = fork();
+    if (init < 0) {
+      send_record(p.ctl_w, kSetupError, errno, step_fork);
+      _exit(127);
+    }
+    if (init == 0) run_init(p, (bits & kMnt) != 0);
+    send_record(p.ctl_w, kPids, 0, init);
+    int status = 0;
+    checked_waitpid(init, &status);
+    // init reports the command's status and exits 0; anything else means init itself was
+    // killed (by the grader at a limit, or the kernel), and that is the run's end.
+    if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+      send_record(p.ctl_w, kStatus, status, 0);
+    }
+    _exit(0);
+  }
+
+  prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+  const pid_t cmd = fork();
+  if (cmd < 0) {
+    send_record(p.ctl_w, kSetupError, errno, step_fork);
+    _exit(127);
+  }
+  if (cmd == 0) exec_command(p);
+  send_record(p.ctl_w, kPids, cmd, 0);
+  int status = 0;
+  checked_waitpid(cmd, &status);
+  send_record(p.ctl_w, kStatus, status, 0);
+  kill(-cmd, SIGKILL);
+  kill_all_children();
+  _exit(0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The grader's side.
+
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() { reset(); }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  Fd(Fd&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  int get() const { return fd_; }
+  void reset() {
+    if (fd_ >= 0) close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+std::string errno_text(int err) {
+  return std::error_code(err, std::generic_category()).message();
+}
+
+[[noreturn]] void throw_errno(const std::string& what) {
+  throw Error("sandbox: " + what + ": " + errno_text(errno));
+}
+
+std::pair<Fd, Fd> make_pipe() {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) throw_errno("cannot create a pipe");
+  return {Fd(fds[0]), Fd(fds[1])};
+}
+
+struct UserIds {
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::string name;
+};
+
+std::optional<UserIds> lookup_user(const std::string& name) {
+  struct passwd pw;
+  struct passwd* found = nullptr;
+  std::vector<char> buf(16384);
+  if (getpwnam_r(name.c_str(), &pw, buf.data(), buf.size(), &found) != 0 || found == nullptr) {
+    return std::nullopt;
+  }
+  return UserIds{pw.pw_uid, pw.pw_gid, name};
+}
+
+std::string user_name(uid_t uid) {
+  struct passwd pw;
+  struct passwd* found = nullptr;
+  std::vector<char> buf(16384);
+  if (getpwuid_r(uid, &pw, buf.data(), buf.size(), &found) == 0 && found != nullptr) {
+    return pw.pw_name;
+  }
+  return "uid " + std::to_string(uid);
+}
+
+// Tasks (threads count for RLIMIT_NPROC) whose real uid is `uid`.
+rlim_t count_tasks_of(uid_t uid) {
+  rlim_t total = 0;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream status(entry.path() / "status");
+    std::string line;
+    bool mine = false;
+    rlim_t threads = 0;
+    while (std::getline(status, line)) {
+      if (line.rfind("Uid:", 0) == 0) {
+        std::istringstream in(line.substr(4));
+        long real = -1;
+        in >> real;
+        mine = real == static_cast<long>(uid);
+      } else if (line.rfind("Threads:", 0) == 0) {
+        threads = std::strtoull(line.c_str() + 8, nullptr, 10);
+      }
+    }
+    if (mine) total += std::max<rlim_t>(threads, 1);
+  }
+  return total;
+}
+
+void chown_tree(const fs::path& root, uid_t uid, gid_t gid) {
+  if (lchown(root.c_str(), uid, gid) != 0) throw_errno("cannot chown " + root.string());
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(root, ec); !ec && it != fs::end(it);
+       it.increment(ec)) {
+    if (lchown(it->path().c_str(), uid, gid) != 0) {
+      throw_errno("cannot chown " + it->path().string());
+    }
+  }
+  if (ec) throw Error("sandbox: cannot list " + root.string() + ": " + ec.message());
+}
+
+// Removes the private directory; a run may have left folders without write permission.
+void remove_private_dir(const fs::path& dir) {
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  if (!ec) return;
+  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::end(it);
+       it.increment(ec)) {
+    if (it->is_directory(ec) && !it->is_symlink(ec)) chmod(it->path().c_str(), 0700);
+  }
+  fs::remove_all(dir, ec);
+}
+
+double seconds(const struct timeval& tv) {
+  return static_cast<double>(tv.tv_sec) + static_cast<double>(tv.tv_usec) * 1e-6;
+}
+
+std::string format_bytes(std::size_t n) {
+  std::ostringstream out;
+  if (n >= (1u << 20) && n % (1u << 20) == 0) {
+    out << (n >> 20) << " MiB";
+  } else if (n >= 1024 && n % 1024 == 0) {
+    out << (n >> 10) << " KiB";
+  } else {
+    out << n << " bytes";
+  }
+  return out.str();
+}
+
+std::string format_seconds(double s) {
+  std::ostringstream out;
+  out << s << " s";
+  return out.str();
+}
+
+const char* step_text(std::int64_t step) {
+  switch (step) {
+    case step_fork:
+      return "cannot fork";
+    case step_streams:
+      return "cannot set up the standard streams";
+    case step_rlimit:
+      return "cannot set the resource limits";
+    case step_setgroups:
+      return "cannot drop supplementary groups";
+    case step_setgid:
+      return "cannot switch group";
+    case step_setuid:
+      return "cannot switch user";
+    case step_no_new_privs:
+      return "cannot forbid new privileges";
+    case step_chdir:
+      return "cannot enter the working directory";
+    case step_exec:
+      return "cannot run";
+    case step_writable:
+      return "cannot make a writable path writable";
+    default:
+      return "cannot start";
+  }
+}
+
+// Appends what fits under cap; returns false when data had to be dropped (the cap was passed).
+bool append_capped(std::string& dst, std::size_t cap, const char* data, std::size_t n) {
+  if (dst.size() + n <= cap) {
+    dst.append(data, n);
+    return true;
+  }
+  dst.append(data, cap - std::min(cap, dst.size()));
+  return false;
+}
+
+// Everything owned by one run that must be released whatever happens.
+struct RunFiles {
+  fs::path private_dir;
+  bool keep = false;
+  ~RunFiles() {
+    if (!keep && !private_dir.empty()) remove_private_dir(private_dir);
+  }
+};
+
+std::vector<char*> c_strings(std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  out.reserve(strings.size() + 1);
+  for (std::string& s : strings) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+SandboxFeatures features_from(std::int32_t bits) {
+  SandboxFeatures f;
+  f.network_namespace = (bits & kNet) != 0;
+  f.mount_namespace = (bits & kMnt) != 0;
+  f.pid_namespace = (bits & kPid) != 0;
+  f.user_namespace = (bits & kUser) != 0;
+  f.read_only_root = (bits & kReadOnlyRoot) != 0;
+  return f;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+
+std::string describe_signal(int signal) {
+  struct Known {
+    int signal;
+    const char* name;
+    const char* meaning;
+  };
+  static constexpr Known known[] = {
+      {SIGSEGV, "SIGSEGV", "segmentation fault: an invalid memory access"},
+      {SIGABRT, "SIGABRT", "abort: abort() was called or an assert failed"},
+      {SIGXCPU, "SIGXCPU", "CPU-time limit reached"},
+      {SIGXFSZ, "SIGXFSZ", "file-size limit: a file grew past the limit"},
+      {SIGKILL, "SIGKILL", "killed: out of memory, or the hard CPU-time limit"},
+      {SIGBUS, "SIGBUS", "bus error: a bad memory access"},
+      {SIGFPE, "SIGFPE", "arithmetic exception, e.g. an integer division by zero"},
+      {SIGILL, "SIGILL", "illegal instruction"},
+      {SIGTERM, "SIGTERM", "terminated"},
+      {SIGINT, "SIGINT", "interrupted"},
+      {SIGHUP, "SIGHUP", "hang-up"},
+      {SIGPIPE, "SIGPIPE", "broken pipe: wrote to a pipe nobody reads"},
+      {SIGTRAP, "SIGTRAP", "trace or breakpoint trap"},
+      {SIGSYS, "SIGSYS", "bad system call"},
+      {SIGALRM, "SIGALRM", "alarm clock"},
+      {SIGUSR1, "SIGUSR1", "user signal 1"},
+      {SIGUSR2, "SIGUSR2", "user signal 2"},
+  };
+  for (const Known& k : known) {
+    if (k.signal == signal) return std::string(k.name) + " (" + k.meaning + ")";
+  }
+  return "signal " + std::to_string(signal);
+}
+
+std::string SandboxResult::describe() const {
+  switch (outcome) {
+    case Outcome::exited:
+      return "exited with code " + std::to_string(exit_code);
+    case Outcome::signaled:
+      return "killed by " + describe_signal(signal);
+    case Outcome::timed_out:
+      return "timed out after " + format_seconds(limits.wall_s) +
+             " (wall-clock limit): every process of the run was killed";
+    case Outcome::output_limit: {
+      std::string which = channel_truncated ? "the result channel" : "";
+      std::size_t cap = channel_truncated ? limits.max_channel_bytes : limits.max_output_bytes;
+      if (stdout_truncated || stderr_truncated) {
+        which = stdout_truncated && stderr_truncated ? "stdout and stderr"
+                : stdout_truncated                   ? "stdout"
+                                                     : "stderr";
+        cap = limits.max_output_bytes;
+      }
+      return which + " passed its limit of " + format_bytes(cap) +
+             ": every process of the run was killed";
+    }
+    case Outcome::start_failed:
+      return "could not start: " + start_error;
+  }
+  return "unknown outcome";
+}
+
+SandboxResult run_sandboxed(const SandboxSpec& spec) {
+  if (spec.argv.empty()) throw Error("sandbox: nothing to run (empty argv)");
+  SandboxResult result;
+  result.limits = spec.limits;
+  const Limits& limits = spec.limits;
+
+  const bool root = geteuid() == 0;
+  const bool drop = root && spec.drop_privileges;
+  UserIds run_as{geteuid(), getegid(), user_name(geteuid())};
+  if (drop) {
+    const auto found = lookup_user(spec.user);
+    if (!found) {
+      throw Error("sandbox: no user '" + spec.user +
+                  "' on this machine; create it or set SandboxSpec::user to an unprivileged one");
+    }
+    run_as = *found;
+  }
+
+  // The private directory, with the inputs, owned by the run's user.
+  RunFiles files;
+  files.keep = spec.keep_private_dir;
+  {
+    std::string pattern = (spec.private_parent / "convlab-run-XXXXXX").string();
+    if (mkdtemp(pattern.data()) == nullptr) {
+      throw_errno("cannot create a private directory in " + spec.private_parent.string());
+    }
+    files.private_dir = pattern;
+  }
+  const fs::path& private_dir = files.private_dir;
+  result.private_dir = private_dir;
+  if (chmod(private_dir.c_str(), 0700) != 0) throw_errno("cannot chmod " + private_dir.string());
+  for (const auto& [source, name] : spec.inputs) {
+    const fs::path target = private_dir / name;
+    std::error_code ec;
+    fs::create_directories(target.parent_path(), ec);
+    fs::copy(source, target, fs::copy_options::recursive | fs::copy_options::overwrite_existing,
+             ec);
+    if (ec) {
+      throw Error("sandbox: cannot copy " + source.string() +
+                  " into the private directory: " + ec.message());
+    }
+  }
+  if (drop) chown_tree(private_dir, run_as.uid, run_as.gid);
+
+  // argv, envp, paths: every string the children use, built now.
+  std::vector<std::string> argv_strings = spec.argv;
+  if (!fs::path(argv_strings[0]).is_absolute()) {
+    argv_strings[0] = (private_dir / argv_strings[0]).string();
+  }
+  const std::string exec_path = argv_strings[0];
+  std::vector<char*> argv = c_strings(argv_strings);
+
+  std::map<std::string, std::string> env = spec.env;
+  env.emplace("HOME", private_dir.string());
+  env.emplace("TMPDIR", private_dir.string());
+  env["CONVLAB_RESULT_FD"] = std::to_string(kResultFd);
+  std::vector<std::string> env_strings;
+  for (const auto& [key, value] : env) {
+    if (key.empty() || key.find('=') != std::string::npos) {
+      throw Error("sandbox: bad environment variable name '" + key + "'");
+    }
+    env_strings.push_back(key + "=" + value);
+  }
+  std::vector<char*> envp = c_strings(env_strings);
+
+  const std::string workdir = spec.workdir.empty() ? private_dir.string() : spec.workdir.string();
+
+  std::vector<std::string> hide_dirs, hide_files, writable;
+  for (const fs::path& path : spec.hide_paths) {
+    std::error_code ec;
+    const fs::path real = fs::canonical(path, ec);
+    if (ec) continue;  // nothing there to hide
+    (fs::is_directory(real, ec) ? hide_dirs : hide_files).push_back(real.string());
+  }
+  writable.push_back(private_dir.string());
+  {
+    std::vector<fs::path> more = spec.writable_paths;
+    if (!spec.workdir.empty()) more.push_back(spec.workdir);
+    for (const fs::path& path : more) {
+      std::error_code ec;
+      const fs::path real = fs::canonical(path, ec);
+      if (!ec) writable.push_back(real.string());
+    }
+  }
+  const std::string uid_map = std::to_string(geteuid()) + " " + std::to_string(geteuid()) + " 1\n";
+  const std::string gid_map = std::to_string(getegid()) + " " + std::to_string(getegid()) + " 1\n";
+  const std::string shm_options =
+      "size=" + std::to_string(std::max<std::uint64_t>(limits.max_file_bytes, 1u << 20)) +
+      ",mode=1777";
+
+  ChildPlan plan;
+  plan.grader_pid = getpid();
+  plan.exec_path = exec_path.c_str();
+  plan.argv = argv.data();
+  plan.envp = envp.data();
+  plan.workdir = workdir.c_str();
+  plan.use_namespaces = spec.use_namespaces;
+  plan.try_user_ns = !root;
+  plan.uid_map = uid_map.c_str();
+  plan.gid_map = gid_map.c_str();
+  for (const std::string& s : hide_dirs) plan.hide_dirs.push_back(s.c_str());
+  for (const std::string& s : hide_files) plan.hide_files.push_back(s.c_str());
+  for (const std::string& s : writable) plan.writable.push_back(s.c_str());
+  plan.shm_options = fs::is_directory("/dev/shm") ? shm_options.c_str() : nullptr;
+  plan.drop = drop;
+  plan.uid = run_as.uid;
+  plan.gid = run_as.gid;
+  if (limits.cpu_s > 0) {
+    plan.set_cpu = true;
+    plan.cpu_soft = static_cast<rlim_t>(std::ceil(limits.cpu_s));
+    plan.cpu_hard = plan.cpu_soft + 1;
+  }
+  if (limits.max_processes > 0 && (drop || !root)) {
+    // RLIMIT_NPROC counts every task of the real user: allow what it already runs, plus ours.
+    plan.set_nproc = true;
+    plan.nproc = count_tasks_of(run_as.uid) + static_cast<rlim_t>(limits.max_processes);
+  }
+  if (limits.max_file_bytes > 0) {
+    plan.set_fsize = true;
+    plan.fsize = static_cast<rlim_t>(limits.max_file_bytes);
+  }
+
+  auto [out_r, out_w] = make_pipe();
+  auto [err_r, err_w] = make_pipe();
+  auto [chan_r, chan_w] = make_pipe();
+  auto [ctl_r, ctl_w] = make_pipe();
+  Fd devnull(open("/dev/null", O_RDWR | O_CLOEXEC));
+  if (devnull.get() < 0) throw_errno("cannot open /dev/null");
+  plan.devnull = devnull.get();
+  plan.out_w = out_w.get();
+  plan.err_w = err_w.get();
+  plan.chan_w = chan_w.get();
+  plan.ctl_w = ctl_w.get();
+
+  const auto start = std::chrono::steady_clock::now();
+  const pid_t supervisor = fork();
+  if (supervisor < 0) throw_errno("cannot fork");
+  if (supervisor == 0) supervise(plan);
+
+  out_w.reset();
+  err_w.reset();
+  chan_w.reset();
+  ctl_w.reset();
+  devnull.reset();
+  for (const Fd* fd : {&out_r, &err_r, &chan_r, &ctl_r}) {
+    fcntl(fd->get(), F_SETFL, fcntl(fd->get(), F_GETFL) | O_NONBLOCK);
+  }
+  Fd pidfd(static_cast<int>(syscall(SYS_pidfd_open, supervisor, 0)));
+
+  // State gathered from the control pipe.
+  std::string control;
+  std::int32_t feature_bits = 0;
+  pid_t command_pid = 0, init_pid = 0;
+  std::optional<int> command_status;
+  std::optional<Record> setup_error;
+  bool over_limit = false, timed_out = false, killed = false;
+  std::chrono::steady_clock::time_point killed_at;
+  bool open_streams[4] = {true, true, true, true};
+
+  const auto kill_run = [&] {
+    // With a PID namespace, killing its init kills every process in it.
+    if (init_pid > 0) kill(init_pid, SIGKILL);
+    if (command_pid > 0) {
+      kill(command_pid, SIGKILL);
+      kill(-command_pid, SIGKILL);
+    }
+    if (init_pid <= 0 && command_pid <= 0) kill(supervisor, SIGKILL);
+    if (!killed) killed_at = std::chrono::steady_clock::now();
+    killed = true;
+  };
+
+  const auto parse_control = [&] {
+    std::size_t used = 0;
+    while (control.size() - used >= sizeof(Record)) {
+      Record r;
+      std::memcpy(&r, control.data() + used, sizeof r);
+      used += sizeof r;
+      switch (r.kind) {
+        case kFeatures:
+          feature_bits = r.a;
+          break;
+        case kPids:
+          command_pid = r.a;
+          init_pid = static_cast<pid_t>(r.b);
+          if (killed) kill_run();  // a limit was passed before the pids were known
+          break;
+        case kSetupError:
+          if (!setup_error) setup_error = r;
+          break;
+        case kStatus:
+          command_status = r.a;
+          break;
+        default:
+          break;
+      }
+    }
+    control.erase(0, used);
+  };
+
+  // Reads what is available on stream i; returns false at end of file.
+  const auto read_stream = [&](int i, int fd) {
+    char buf[65536];
+    for (;;) {
+      const ssize_t n = read(fd, buf, sizeof buf);
+      if (n > 0) {
+        const auto len = static_cast<std::size_t>(n);
+        bool fits = true;
+        switch (i) {
+          case 0:
+            fits = append_capped(result.stdout_text, limits.max_output_bytes, buf, len);
+            if (!fits) result.stdout_truncated = true;
+            break;
+          case 1:
+            fits = append_capped(result.stderr_text, limits.max_output_bytes, buf, len);
+            if (!fits) result.stderr_truncated = true;
+            break;
+          case 2:
+            fits = append_capped(result.channel, limits.max_channel_bytes, buf, len);
+            if (!fits) result.channel_truncated = true;
+            break;
+          default:
+            control.append(buf, len);
+            parse_control();
+            break;
+        }
+        if (!fits && !over_limit && !timed_out) {
+          over_limit = true;
+          kill_run();
+        }
+        continue;
+      }
+      if (n == 0) return false;
+      if (errno == EINTR) continue;
+      return true;  // EAGAIN: nothing more for now
+    }
+  };
+
+  const int stream_fds[4] = {out_r.get(), err_r.get(), chan_r.get(), ctl_r.get()};
+  const auto deadline = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                    std::chrono::duration<double>(std::max(limits.wall_s, 0.0)));
+  int supervisor_status = 0;
+  struct rusage usage;
+  std::memset(&usage, 0, sizeof usage);
+  for (;;) {
+    const pid_t r = wait4(supervisor, &supervisor_status, WNOHANG, &usage);
+    if (r == supervisor) break;
+    if (r < 0 && errno != EINTR) break;  // cannot happen: it is our child
+    const auto now = std::chrono::steady_clock::now();
+    if (!killed && limits.wall_s > 0 && now >= deadline) {
+      timed_out = true;
+      kill_run();
+    }
+    // The supervisor cleans up and exits right after the run; if it does not, end it.
+    if (killed && now - killed_at > std::chrono::seconds(5)) kill(supervisor, SIGKILL);
+
+    struct pollfd fds[5];
+    int n_fds = 0;
+    int which[5];
+    for (int i = 0; i < 4; ++i) {
+      if (!open_streams[i]) continue;
+      fds[n_fds] = {stream_fds[i], POLLIN, 0};
+      which[n_fds++] = i;
+    }
+    if (pidfd.get() >= 0) {
+      fds[n_fds] = {pidfd.get(), POLLIN, 0};
+      which[n_fds++] = -1;
+    }
+    long wait_ms = pidfd.get() >= 0 ? 1000 : 20;
+    if (!killed && limits.wall_s > 0) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
+      wait_ms = std::clamp<long>(static_cast<long>(left.count()) + 1, 0, wait_ms);
+    }
+    const int ready = poll(fds, static_cast<nfds_t>(n_fds), static_cast<int>(wait_ms));
+    if (ready < 0 && errno != EINTR) throw_errno("poll failed");
+    for (int k = 0; k < n_fds && ready > 0; ++k) {
+      if (which[k] < 0 || (fds[k].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
+      if (!read_stream(which[k], fds[k].fd)) open_streams[which[k]] = false;
+    }
+  }
+  const auto end = std::chrono::steady_clock::now();
+  // Every writer is gone now (the namespace or the subreaper took them); take what is left.
+  for (int i = 0; i < 4; ++i) {
+    if (open_streams[i]) read_stream(i, stream_fds[i]);
+  }
+  parse_control();
+
+  result.wall_s = std::chrono::duration<double>(end - start).count();
+  result.cpu_s = seconds(usage.ru_utime) + seconds(usage.ru_stime);
+  result.features = features_from(feature_bits);
+  result.features.user = run_as.name;
+
+  if (setup_error) {
+    result.outcome = Outcome::start_failed;
+    const auto step = setup_error->b;
+    std::string what = step_text(step);
+    if (step == step_exec) what += " " + exec_path;
+    if (step == step_chdir) what += " " + workdir + " as " + run_as.name;
+    if (step == step_setuid || step == step_setgid) what += " to " + run_as.name;
+    result.start_error = what + ": " + errno_text(setup_error->a);
+    result.features.dropped_privileges = false;
+    return result;
+  }
+  result.features.dropped_privileges = drop;
+  if (over_limit) {
+    result.outcome = Outcome::output_limit;
+  } else if (timed_out) {
+    result.outcome = Outcome::timed_out;
+  } else if (command_status) {
+    if (WIFEXITED(*command_status)) {
+      result.outcome = Outcome::exited;
+      result.exit_code = WEXITSTATUS(*command_status);
+    } else {
+      result.outcome = Outcome::signaled;
+      result.signal = WIFSIGNALED(*command_status) ? WTERMSIG(*command_status) : SIGKILL;
+    }
+  } else if (command_pid > 0 || init_pid > 0) {
+    // The supervisor died under the run (out of memory...): the run went with it.
+    result.outcome = Outcome::signaled;
+    result.signal = WIFSIGNALED(supervisor_status) ? WTERMSIG(supervisor_status) : SIGKILL;
+  } else {
+    result.outcome = Outcome::start_failed;
+    result.start_error = "the sandbox supervisor ended before the run started (" +
+                         (WIFSIGNALED(supervisor_status)
+                              ? "killed by " + describe_signal(WTERMSIG(supervisor_status))
+                              : "exit code " + std::to_string(WEXITSTATUS(supervisor_status))) +
+                         ")";
+  }
+  return result;
+}
+
+SandboxFeatures probe_sandbox_features(const std::string& user) {
+  static std::mutex mutex;
+  static std::map<std::string, SandboxFeatures> probed;
+  const std::lock_guard lock(mutex);
+  if (const auto it = probed.find(user); it != probed.end()) return it->second;
+
+  const bool root = geteuid() == 0;
+  const auto found = root ? lookup_user(user) : std::nullopt;
+  const std::string uid_map = std::to_string(geteuid()) + " " + std::to_string(geteuid()) + " 1\n";
+  const std::string gid_map = std::to_string(getegid()) + " " + std::to_string(getegid()) + " 1\n";
+  ChildPlan plan;
+  plan.grader_pid = getpid();
+  plan.run_command = false;
+  plan.try_user_ns = !root;
+  plan.uid_map = uid_map.c_str();
+  plan.gid_map = gid_map.c_str();
+  auto [ctl_r, ctl_w] = make_pipe();
+  Fd devnull(open("/dev/null", O_RDWR | O_CLOEXEC));
+  plan.devnull = plan.out_w = plan.err_w = plan.chan_w = devnull.get();
+  plan.ctl_w = ctl_w.get();
+  const pid_t child = fork();
+  if (child < 0) throw_errno("cannot fork");
+  if (child == 0) supervise(plan);
+  ctl_w.reset();
+  Record r;
+  std::int32_t bits = 0;
+  ssize_t n;
+  while ((n = read(ctl_r.get(), &r, sizeof r)) == static_cast<ssize_t>(sizeof r) ||
+         (n < 0 && errno == EINTR)) {
+    if (n > 0 && r.kind == kFeatures) bits = r.a;
+  }
+  int status;
+  checked_waitpid(child, &status);
+
+  SandboxFeatures f = features_from(bits);
+  f.dropped_privileges = found.has_value();
+  f.user = found ? user : user_name(geteuid());
+  probed[user] = f;
+  return f;
+}
+
+}  // namespace convlab::grader

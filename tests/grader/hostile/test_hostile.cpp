@@ -1,0 +1,391 @@
+// Hostile submissions graded end to end through `convlab grade`: each folder here attacks the
+// grader one way (its README.md says how; the team's files are in its submission/ folder); each
+// is graded as what it is, with the specific reason and a readable output, and the grade always
+// completes. One ctest entry per case (test_hostile -tc=CASE); GPU cases skip, with the reason,
+// where no GPU is usable.
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tests/support/test_support.hpp"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+// One `convlab grade` run and what it left.
+struct Grade {
+  int exit_code = -1;
+  std::string output;  // what convlab printed
+  json report;
+  std::unique_ptr<convlab::test::TempDir> dir;
+  fs::path out() const { return dir->path() / "out"; }
+
+  // The check with this id (the test fails if there is none).
+  const json& check(const std::string& id) const {
+    for (const json& c : report.at("checks")) {
+      if (c.value("id", "") == id) return c;
+    }
+    FAIL("no check '" << id << "' in the report; convlab printed:\n" << output);
+    static const json none;
+    return none;
+  }
+  // Every stderr (or stdout) log of the checks, concatenated.
+  std::string logs(const std::string& suffix) const {
+    std::string all;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(out() / "logs", ec)) {
+      const std::string name = e.path().filename().string();
+      if (name.size() < suffix.size() ||
+          name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
+        continue;
+      }
+      std::ifstream in(e.path());
+      all += std::string((std::istreambuf_iterator<char>(in)), {});
+    }
+    return all;
+  }
+};
+
+std::string quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// Skips the case unless this build's `convlab grade` exists and the data set is installed.
+const std::string& grade_help() {
+  static const std::string help = [] {
+    std::string why;
+    if (!convlab::test::real_data_dir(&why)) convlab::test::skip(why);
+    std::string out;
+    const int rc = convlab::test::run_command(
+        quote(convlab::test::convlab_binary().string()) + " grade --help", &out);
+    if (rc != 0) {
+      convlab::test::skip("`convlab grade` is not in this build (grader/grade/ not built): " +
+                          out.substr(0, 300));
+    }
+    return out;
+  }();
+  return help;
+}
+
+// Grades tests/grader/hostile/CASE/submission for MILESTONE, running only the checks ONLY (plus
+// files, build and symbols), with a fixed seed and the shared framework cache of this build.
+Grade grade(const std::string& name, const std::string& milestone,
+            const std::vector<std::string>& only, const std::vector<std::string>& extra = {}) {
+  grade_help();
+  Grade g;
+  g.dir = std::make_unique<convlab::test::TempDir>();
+  const fs::path submission =
+      convlab::test::source_dir() / "tests/grader/hostile" / name / "submission";
+  std::string cmd = quote(convlab::test::convlab_binary().string()) + " grade " +
+                    quote(submission.string()) + " --team " + name + " --milestone " + milestone +
+                    " --out " + quote(g.out().string()) + " --cache " + quote(HOSTILE_CACHE) +
+                    " --seed 1";
+  for (const std::string& glob : only) {
+    cmd += " --only ";
+    cmd += quote(glob);
+  }
+  for (const std::string& arg : extra) {
+    cmd += ' ';
+    cmd += quote(arg);
+  }
+  std::cout << "$ " << cmd << std::endl;
+  g.exit_code = convlab::test::run_command(cmd, &g.output);
+  std::cout << g.output << std::endl;
+  const fs::path report = g.out() / "report.json";
+  INFO(g.output);
+  REQUIRE_MESSAGE(fs::exists(report), "no report.json: the grade did not complete");
+  std::ifstream in(report);
+  g.report = json::parse(in);
+  // Whatever the submission did, the grade completed and says so.
+  CHECK(g.exit_code == 0);
+  CHECK(g.report.value("schema", "") == "convlab-grade-report/1");
+  CHECK(g.report.value("team", "") == name);
+  CHECK(g.report.value("milestone", "") == milestone);
+  return g;
+}
+
+std::string show(const json& check) {
+  return check.value("id", "?") + ": " + check.value("status", "?") + " (" +
+         check.value("reason", "?") + ")\n" + check.value("output", "");
+}
+
+// A failed check with this reason and an output that explains it.
+void expect_failed(const json& check, const std::string& reason) {
+  INFO(show(check));
+  CHECK(check.value("status", "") == "failed");
+  CHECK(check.value("reason", "") == reason);
+  CHECK(check.value("score", -1.0) == 0.0);
+  CHECK(check.value("output", "").size() > 20);
+}
+
+void expect_passed(const json& check) {
+  INFO(show(check));
+  CHECK(check.value("status", "") == "passed");
+  CHECK(check.value("reason", "") == "ok");
+}
+
+// The files, build and symbols checks of a submission that is only hostile at run time.
+void expect_clean_build(const Grade& g) {
+  expect_passed(g.check("files"));
+  expect_passed(g.check("build"));
+  expect_passed(g.check("symbols"));
+}
+
+// Pids of live processes named `comm`.
+std::vector<int> processes_named(const std::string& comm) {
+  std::vector<int> found;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/proc", ec)) {
+    const std::string pid = e.path().filename().string();
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(e.path() / "comm");
+    std::string name;
+    std::getline(in, name);
+    if (name == comm) found.push_back(std::stoi(pid));
+  }
+  return found;
+}
+
+// The m3 checks skip where no GPU is usable; so does the case, with their reason.
+void skip_without_gpu(const Grade& g, const std::string& id) {
+  const json& c = g.check(id);
+  if (c.value("reason", "") == "no_gpu") {
+    convlab::test::skip("no usable GPU: " + c.value("output", ""));
+  }
+}
+
+void require_cuda_build() {
+#ifndef CONVLAB_HAVE_CUDA
+  convlab::test::skip("this convlab is built without CUDA (-DCONVLAB_CUDA=OFF): m3 needs it");
+#endif
+}
+
+const std::string kM2Check = "network/cpu/ece408-high/100";
+
+}  // namespace
+
+TEST_CASE("m2_infinite_loop") {
+  if (grade_help().find("--time-limit") == std::string::npos) {
+    convlab::test::skip(
+        "`convlab grade` has no --time-limit option, and m2's own wall-clock limit is 600 s: "
+        "too long for this suite");
+  }
+  const Grade g = grade("m2_infinite_loop", "m2", {kM2Check}, {"--time-limit", "10"});
+  expect_clean_build(g);
+  const json& c = g.check(kM2Check);
+  expect_failed(c, "timeout");
+  CHECK(c.value("output", "").find("timed out") != std::string::npos);
+  CHECK(c.value("wall_s", 0.0) >= 10.0);
+  CHECK(c.value("wall_s", 0.0) < 30.0);
+}
+
+TEST_CASE("m2_segfault") {
+  const Grade g = grade("m2_segfault", "m2", {kM2Check});
+  expect_clean_build(g);
+  const json& c = g.check(kM2Check);
+  expect_failed(c, "crash");
+  CHECK(c.value("output", "").find("SIGSEGV (segmentation fault") != std::string::npos);
+}
+
+TEST_CASE("m2_abort") {
+  const Grade g = grade("m2_abort", "m2", {kM2Check});
+  expect_clean_build(g);
+  const json& c = g.check(kM2Check);
+  expect_failed(c, "crash");
+  CHECK(c.value("output", "").find("SIGABRT (abort") != std::string::npos);
+}
+
+TEST_CASE("m2_fork_bomb") {
+  REQUIRE(processes_named("hostile-sleeper").empty());
+  const Grade g = grade("m2_fork_bomb", "m2", {kM2Check});
+  expect_clean_build(g);
+  const json& c = g.check(kM2Check);
+  INFO(show(c));
+  // Graded as what it is: a correct count, or the failure the exhausted process limit caused
+  // (threads count against it too); never the grader's own failure.
+  const std::string reason = c.value("reason", "");
+  CHECK((reason == "ok" || reason == "error" || reason == "crash"));
+  // Contained: nothing it forked outlives its check.
+  CHECK(processes_named("hostile-sleeper").empty());
+  const std::string err = g.logs(".stderr.txt");
+  int forked = -1;
+  const auto at = err.find("fork bomb: forked ");
+  REQUIRE_MESSAGE(at != std::string::npos, "stderr logs:\n" << err);
+  REQUIRE(std::sscanf(err.c_str() + at, "fork bomb: forked %d of 300", &forked) == 1);
+  const json& features = g.report.at("sandbox").at("features");
+  if (features.value("dropped_privileges", false) || geteuid() != 0) {
+    const int limit = g.report.at("sandbox").at("limits").value("max_processes", 0);
+    CHECK(forked < 300);
+    CHECK(forked <= limit);
+  } else {
+    MESSAGE("checks run as root here: the process limit does not bind (" << forked << " forks)");
+  }
+}
+
+TEST_CASE("m2_endless_output") {
+  const Grade g = grade("m2_endless_output", "m2", {kM2Check});
+  expect_clean_build(g);
+  const json& c = g.check(kM2Check);
+  expect_failed(c, "output_limit");
+  CHECK(c.value("output", "").find("passed its limit") != std::string::npos);
+  // The kept output stops at the cap.
+  const std::string out = g.logs(".stdout.txt");
+  const std::size_t cap = g.report.at("sandbox").at("limits").value("max_output_bytes", 0u);
+  CHECK(out.size() == cap);
+}
+
+TEST_CASE("m2_fake_op_time") {
+  const std::string id = "time/cpu/ece408-high/10000";
+  const Grade g = grade("m2_fake_op_time", "m2", {id}, {"--runs", "1"});
+  expect_clean_build(g);
+  const json& c = g.check(id);
+  expect_passed(c);
+  INFO(show(c));
+  // The printed line reached stdout, and nothing took it for the time.
+  CHECK(g.logs(".stdout.txt").find("Op Time: 0.000001") != std::string::npos);
+  REQUIRE(c.at("op_time_s").is_number());
+  const double op_time = c.at("op_time_s").get<double>();
+  CHECK(op_time != doctest::Approx(0.000001));
+  CHECK(op_time > 1e-3);  // 10000 images through a plain CPU loop
+  REQUIRE(g.report.at("op_time_s").is_number());
+  CHECK(g.report.at("op_time_s").get<double>() == doctest::Approx(op_time));
+}
+
+TEST_CASE("m2_write_outside") {
+  const fs::path marker = "/tmp/convlab-hostile-marker";
+  fs::remove(marker);
+  REQUIRE_FALSE(fs::exists(marker));
+  const Grade g = grade("m2_write_outside", "m2", {kM2Check});
+  expect_clean_build(g);
+  expect_passed(g.check(kM2Check));
+  CHECK_FALSE(fs::exists(marker));
+  // Both writes failed: /tmp and the framework tree it was compiled in.
+  const std::string err = g.logs(".stderr.txt");
+  INFO(err);
+  CHECK(err.find("write-outside: cannot write /tmp/convlab-hostile-marker") != std::string::npos);
+  std::size_t failures = 0;
+  for (auto at = err.find("write-outside: cannot write "); at != std::string::npos;
+       at = err.find("write-outside: cannot write ", at + 1)) {
+    ++failures;
+  }
+  CHECK(failures == 2);
+  CHECK(err.find("write-outside: wrote") == std::string::npos);
+}
+
+TEST_CASE("m2_read_labels") {
+  const Grade g = grade("m2_read_labels", "m2", {kM2Check, "elementwise/cpu"});
+  expect_clean_build(g);
+  expect_failed(g.check(kM2Check), "wrong_count");
+  expect_failed(g.check("elementwise/cpu"), "mismatch");
+  const std::string err = g.logs(".stderr.txt");
+  INFO(err);
+  CHECK(err.find("labels: cannot open") != std::string::npos);
+  if (g.report.at("sandbox").at("features").value("mount_namespace", false)) {
+    CHECK(err.find("labels: read") == std::string::npos);
+  } else {
+    MESSAGE("no mount namespace here: the labels stay readable, only the checks catch it");
+  }
+}
+
+TEST_CASE("m2_cudnn_call") {
+  const Grade g = grade("m2_cudnn_call", "m2", {kM2Check});
+  expect_passed(g.check("files"));
+  const json& symbols = g.check("symbols");
+  if (symbols.value("reason", "") != "forbidden_symbol") {
+#ifndef CONVLAB_HAVE_CUDA
+    convlab::test::skip("the cuDNN symbol check needs a CUDA build of convlab; here: " +
+                        show(symbols));
+#endif
+  }
+  expect_failed(symbols, "forbidden_symbol");
+  CHECK(symbols.value("output", "").find("cudnnCreate") != std::string::npos);
+  const json& net = g.check(kM2Check);
+  CHECK(net.value("status", "") == "failed");
+  CHECK(net.value("reason", "") == "forbidden_symbol");
+}
+
+TEST_CASE("m2_hardcoded_shapes") {
+  const fs::path models = convlab::test::source_dir() / "tests/grader/models";
+  const Grade g =
+      grade("m2_hardcoded_shapes", "m2", {kM2Check, "hidden/cpu/*"}, {"--models", models.string()});
+  expect_clean_build(g);
+  // Right on the public model it was written for...
+  expect_passed(g.check(kM2Check));
+  // ...caught by the hidden one.
+  const json& hidden = g.check("hidden/cpu/hidden-1/10000");
+  expect_failed(hidden, "wrong_count");
+  CHECK(hidden.value("correct", -1) != 8000);
+  CHECK(hidden.value("expected_correct", -1) == 8000);
+  // Students read the outcome, not the hidden model's name.
+  CHECK(hidden.value("output", "").find("hidden-1") == std::string::npos);
+  CHECK(hidden.value("name", "").find("hidden-1") == std::string::npos);
+}
+
+TEST_CASE("m2_edited_harness") {
+  const Grade g = grade("m2_edited_harness", "m2", {kM2Check});
+  const json& files = g.check("files");
+  expect_failed(files, "forbidden_file");
+  CHECK(files.value("output", "").find("reference/network/network.cpp") != std::string::npos);
+  // Graded with the pristine harness: the edited file (an #error) was never compiled.
+  expect_passed(g.check("build"));
+  expect_passed(g.check(kM2Check));
+}
+
+TEST_CASE("m3_out_of_bounds") {
+  require_cuda_build();
+  const std::string net = "network/baseline/ece408-high/100";
+  const Grade g = grade("m3_out_of_bounds", "m3", {net, "memcheck/baseline"});
+  expect_clean_build(g);
+  skip_without_gpu(g, net);
+  const json& memcheck = g.check("memcheck/baseline");
+  const json& network = g.check(net);
+  INFO(show(memcheck));
+  INFO(show(network));
+  if (memcheck.value("status", "") == "skipped") {
+    // No compute-sanitizer: only a crash or a CUDA error can catch it.
+    const std::string reason = network.value("reason", "");
+    if (reason != "crash" && reason != "cuda_error") {
+      convlab::test::skip("compute-sanitizer is not installed and the write went unnoticed: " +
+                          memcheck.value("output", ""));
+    }
+    return;
+  }
+  CHECK(memcheck.value("status", "") == "failed");
+  const std::string reason = memcheck.value("reason", "");
+  CHECK((reason == "memory_error" || reason == "crash" || reason == "cuda_error"));
+  if (reason == "memory_error") {
+    // The sanitizer's report, which names the kernel and the access, reaches the student.
+    CHECK(memcheck.value("output", "").find("Invalid __global__ write") != std::string::npos);
+    CHECK(memcheck.value("output", "").find("conv_kernel") != std::string::npos);
+  }
+}
+
+TEST_CASE("m3_unchecked_launch") {
+  require_cuda_build();
+  const std::string net = "network/baseline/ece408-high/100";
+  const Grade g = grade("m3_unchecked_launch", "m3", {net});
+  expect_clean_build(g);
+  skip_without_gpu(g, net);
+  const json& c = g.check(net);
+  INFO(show(c));
+  CHECK(c.value("status", "") == "failed");
+  const std::string reason = c.value("reason", "");
+  CHECK((reason == "cuda_error" || reason == "wrong_count"));
+  // Either way the student reads which CUDA call failed and why ("invalid configuration
+  // argument", or "invalid argument" on recent drivers), not only a wrong count.
+  const std::string output = c.value("output", "");
+  CHECK((output.find("invalid configuration argument") != std::string::npos ||
+         output.find("invalid argument") != std::string::npos));
+}
