@@ -5,12 +5,12 @@
 #
 #   tools/gpu-check.sh LOGDIR [STAGE...]
 #
-# Stages, in order: build test correct sanitize bench (default: all of them).
+# Stages, in order: build test correct sanitize bench layers profile grade (default: all).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-logdir=${1:?usage: tools/gpu-check.sh LOGDIR [build] [test] [correct] [sanitize] [bench]}
+logdir=${1:?usage: tools/gpu-check.sh LOGDIR [build] [test] [correct] [sanitize] [bench] [layers] [profile] [grade]}
 shift
-stages=${*:-build test correct sanitize bench}
+stages=${*:-build test correct sanitize bench layers profile grade}
 mkdir -p "$logdir"
 convlab=build/default/reference/driver/convlab
 failures=0
@@ -57,6 +57,7 @@ step "compute-sanitizer: memcheck, racecheck and initcheck on every variant"
 n=1000
 export CHECK_TIMEOUT=90
 check sanitize-cudnn compute-sanitizer --tool memcheck --error-exitcode 9 "$convlab" run m1 baseline "$n" --device gpu
+check memcheck-best-unfused compute-sanitizer --tool memcheck --error-exitcode 9 "$convlab" run final ece408-high "$n" --impl solution --variant best --no-fuse
 for v in baseline shared_tiling threads_1024 unroll constant_memory best; do
   ms=final; [ "$v" = baseline ] && ms=m3
   check "memcheck-$v" compute-sanitizer --tool memcheck --error-exitcode 9 "$convlab" run "$ms" ece408-high "$n" --impl solution --variant "$v"
@@ -83,6 +84,39 @@ echo "convlab run m1 baseline 10000 --device cpu (2 cores) wall seconds: $(cat "
 # Op Time of every variant next to cuDNN's, same run: warm-up, 20 timed calls, min and median.
 "$convlab" run final ece408-high 10000 --impl solution --variant all --runs 20 --json "$logdir/bench-variants.json" | tee -a "$logdir/bench.log"
 rm -f "$logdir"/wall.* "$logdir"/cpu.*
+fi
+
+if want layers; then
+step "layer benchmark: every net, every variant, cuDNN's fastest fp32 algorithm"
+mkdir -p "$logdir/layers"
+for net in ece408 two-conv lenet vgg16; do
+  check "layers-$net" "$convlab" bench --net "$net" --variant all --impl solution --json "$logdir/layers/$net.json"
+  cp "$logdir/layers-$net.log" "$logdir/layers/$net.txt"
+done
+check layers-ece408-warm "$convlab" bench --net ece408 --variant all --impl solution --no-flush
+fi
+
+if want profile; then
+step "--profile (CUPTI) on m1.2 and final, checked against Nsight Compute"
+check profile tools/profile-check.sh "$logdir/profile"
+fi
+
+if want grade; then
+step "convlab grade: the staff solutions of m3 and final, in the sandbox, on this GPU"
+grade_root=$(mktemp -d)
+for ms in m3 final; do
+  # The staff files, handed in as a team would: the same code in namespace convlab::student.
+  for f in reference/solutions/m2/*.cpp reference/solutions/m3/*.cu reference/solutions/final/*.cu; do
+    dest="$grade_root/staff-$ms/student/${f#reference/solutions/}"
+    mkdir -p "$(dirname "$dest")"
+    sed 's/convlab::solution/convlab::student/g' "$f" >"$dest"
+  done
+  start=$SECONDS
+  check "grade-$ms" "$convlab" grade "$grade_root/staff-$ms" --milestone "$ms" --team "staff-$ms" \
+    --out "$logdir/grade-$ms" --cache "$grade_root/cache"
+  echo "grade $ms: $((SECONDS - start)) s (framework cache built on the first)" | tee -a "$logdir/grade-times.log"
+done
+rm -rf "$grade_root"
 fi
 
 echo

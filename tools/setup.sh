@@ -10,8 +10,10 @@ cd "$(dirname "$0")/.."
 
 sudo=""
 if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
-packages=(cmake ninja-build g++ pkg-config zlib1g-dev nlohmann-json3-dev libcli11-dev
-          doctest-dev libsqlite3-dev doxygen dataset-fashion-mnist)
+# libsqlite3-dev: the grader's results database; chromium: the leaderboard page's rendering test;
+# binutils: nm, which the grader uses to check a submission's symbols.
+packages=(cmake ninja-build g++ pkg-config binutils zlib1g-dev nlohmann-json3-dev libcli11-dev
+          doctest-dev libsqlite3-dev doxygen dataset-fashion-mnist chromium)
 echo "== installing packages: ${packages[*]}"
 $sudo apt-get update -qq
 DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${packages[@]}"

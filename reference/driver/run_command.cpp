@@ -1,6 +1,10 @@
 #include "reference/driver/run_command.hpp"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -12,11 +16,14 @@
 #include "reference/driver/milestone.hpp"
 #include "reference/model/model.hpp"
 #include "reference/network/network.hpp"
+#include "reference/profile/report.hpp"
 
 #ifdef CONVLAB_HAVE_CUDA
+#include "reference/bench/peak.hpp"
 #include "reference/conv/cudnn_conv.hpp"
 #include "reference/core/cuda_check.hpp"
 #include "reference/network/network_gpu.hpp"
+#include "reference/profile/profiler.hpp"
 #endif
 
 namespace convlab {
@@ -72,9 +79,34 @@ void attempt(RunRecord& rec, bool keep_going, Body body) {
   return "reference/solutions/" + std::string(student_file);
 }
 
+// The command a profile describes, as nvprof's "Profiling application:" line showed it.
+std::string profiled_command(const RunOptions& opt, const std::string& milestone,
+                             const std::string& model, std::int64_t n) {
+  std::string cmd = "convlab run " + milestone + " " + model + " " + std::to_string(n);
+  if (opt.device) cmd += " --device " + *opt.device;
+  if (opt.variant) cmd += " --variant " + *opt.variant;
+  cmd += " --impl " + std::string(impl_name(opt.impl));
+  if (opt.runs != 1) cmd += " --runs " + std::to_string(opt.runs);
+  return cmd;
+}
+
+// The conv layers of `run` whose timed call also computed the tanh and max-pool after them
+// ("0, 3"), or "" when none did.
+std::string fused_layers(const NetworkRun& run) {
+  std::string list;
+  for (const ConvLayerTime& t : run.conv_layers) {
+    if (t.fused.empty()) continue;
+    list += (list.empty() ? "" : ", ") + std::to_string(t.layer);
+  }
+  return list;
+}
+
 }  // namespace
 
-int run_milestone(const RunOptions& opt, std::ostream& out, std::ostream& err) {
+// `fuse` false is --no-fuse: every conv layer is timed alone, even where the variant has a
+// fused conv + tanh + max-pool launcher.
+static int run_milestone_fusing(const RunOptions& opt, [[maybe_unused]] bool fuse,
+                                std::ostream& out, std::ostream& err) {
   const auto wall_start = std::chrono::steady_clock::now();
   const fs::path root = convlab_root();
   const Milestone ms = load_milestone(root, opt.milestone);
@@ -91,6 +123,12 @@ int run_milestone(const RunOptions& opt, std::ostream& out, std::ostream& err) {
                 "toolkit (cmake --preset default), or run m1 --device cpu or m2.");
   }
 #endif
+  const bool profiling = opt.profile || opt.profile_json.has_value();
+  if (profiling && device != "gpu") {
+    throw Error("--profile records GPU activity, and milestone " + ms.id +
+                (ms.id == "m1" ? " --device cpu" : "") +
+                " runs on the CPU. Profile a GPU run: m1 --device gpu, m3 or final.");
+  }
   if (opt.variant && ms.variants.empty()) {
     throw Error("--variant applies to m3 and final; milestone " + ms.id + " has no variants");
   }
@@ -129,6 +167,9 @@ int run_milestone(const RunOptions& opt, std::ostream& out, std::ostream& err) {
   [[maybe_unused]] const TimingOptions gpu_timing{1, opt.runs};
   std::vector<RunRecord> records;
   json gpu_json = nullptr;
+  std::optional<profile::Profile> profiled;  // what --profile recorded
+  std::optional<double> peak_flops;          // the --variant all table's fp32 ceiling
+  std::string peak_note;                     // how it was measured, or why it was not
   if (ms.id == "m1" && device == "cpu") {
     RunRecord& rec = records.emplace_back();
     rec.label = "reference";
@@ -141,6 +182,18 @@ int run_milestone(const RunOptions& opt, std::ostream& out, std::ostream& err) {
     rec.run = run_network_cpu(model, input, cpu_conv(opt.impl), cpu_timing);
   } else {
 #ifdef CONVLAB_HAVE_CUDA
+    // Started before the run's first CUDA call, so that the profile covers all of it.
+    std::optional<profile::Profiler> profiler;
+    if (profiling) {
+      try {
+        profiler.emplace();
+      } catch (const Error&) {
+        // Without a GPU CUPTI fails too, but "no GPU" is the message that helps.
+        std::string why;
+        if (!cuda_device_available(&why)) throw CudaError("--profile needs a GPU: " + why);
+        throw;
+      }
+    }
     const GpuInfo info = gpu_info();
     gpu_json = {{"name", info.name},
                 {"driver", info.driver},
@@ -176,14 +229,34 @@ int run_milestone(const RunOptions& opt, std::ostream& out, std::ostream& err) {
         rec.code_file = opt.impl == Impl::student ? std::string(v->student_file)
                                                   : solution_file(v->student_file);
         attempt(rec, all, [&] {
-          return run_network_gpu(model, input, v->launcher(opt.impl), rec.label, gpu_timing);
+          const GpuConvTanhPoolFn fused = fuse ? v->fused_launcher(opt.impl) : nullptr;
+          return run_network_gpu(model, input, v->launcher(opt.impl), fused, rec.label, gpu_timing);
         });
       }
       if (all) {
         RunRecord& rec = records.emplace_back();
+        // Fused exactly when a variant was: then its row times cuDNN's conv, tanh and max-pool.
+        const bool any_fused = std::any_of(records.begin(), records.end(), [](const auto& r) {
+          return r.status == "ok" && !fused_layers(r.run).empty();
+        });
         rec.label = "cudnn";
         rec.reference = true;
-        rec.run = run_network_gpu(model, input, conv_forward_cudnn, "cuDNN", gpu_timing);
+        rec.run =
+            run_network_gpu(model, input, conv_forward_cudnn,
+                            any_fused ? conv_tanh_maxpool_cudnn : nullptr, "cuDNN", gpu_timing);
+      }
+    }
+    if (profiler) profiled = profiler->stop();
+    // Measured after the profile stops, so that its SGEMM stays out of the table.
+    if (records.size() > 1) {
+      try {
+        const Fp32Peak& peak = measured_fp32_peak();
+        peak_flops = peak.flops_per_s;
+        peak_note = peak.method;
+        gpu_json["fp32_peak_flops"] = peak.flops_per_s;
+        gpu_json["fp32_peak_method"] = peak.method;
+      } catch (const Error& e) {
+        peak_note = e.what();
       }
     }
 #endif
@@ -201,6 +274,12 @@ int run_milestone(const RunOptions& opt, std::ostream& out, std::ostream& err) {
     out << "Op Time: " << format_seconds(rec.run.op_time()) << "\n";
     out << "Correctness: " << format_accuracy(static_cast<double>(rec.correct) / n)
         << " Model: " << model.name << std::endl;
+    if (const std::string fused = fused_layers(rec.run); !fused.empty()) {
+      out << "Op Time includes the fused tanh and max-pool: conv layer " << fused
+          << " and the tanh and 2x2 max-pool after it ran as one call (--no-fuse times the "
+             "convolution alone)."
+          << std::endl;
+    }
   } else {
     double baseline_time = 0.0;
     for (const RunRecord& rec : records) {
@@ -216,7 +295,7 @@ int run_milestone(const RunOptions& opt, std::ostream& out, std::ostream& err) {
     for (const RunRecord& rec : records) {
       std::vector<std::string> row{rec.label + (rec.reference ? " (library)" : "")};
       if (rec.status != "ok") {
-        row.insert(row.end(), medians ? 5 : 4, "-");
+        row.insert(row.end(), medians ? 6 : 5, "-");
         row.push_back(rec.status == "not_implemented" ? "not implemented" : "error");
         rows.push_back(row);
         continue;
@@ -224,15 +303,18 @@ int run_milestone(const RunOptions& opt, std::ostream& out, std::ostream& err) {
       const double t = rec.run.op_time();
       double median = 0.0;
       for (const ConvLayerTime& l : rec.run.conv_layers) median += l.median();
-      char speed[32], gflops[32];
+      char speed[32], gflops[32], of_peak[32];
       std::snprintf(speed, sizeof speed, "%.2fx",
                     baseline_time > 0 && t > 0 ? baseline_time / t : 0.0);
       std::snprintf(gflops, sizeof gflops, "%.0f", t > 0 ? flops_of(rec.run) / t / 1e9 : 0.0);
+      std::snprintf(of_peak, sizeof of_peak, "%.1f%%",
+                    peak_flops && t > 0 ? 100.0 * flops_of(rec.run) / t / *peak_flops : 0.0);
       const bool ok = !rec.expected || rec.correct == *rec.expected;
       row.push_back(ms_text(t));
       if (medians) row.push_back(ms_text(median));
       row.push_back(baseline_time > 0 ? speed : "-");
       row.push_back(gflops);
+      row.push_back(peak_flops ? of_peak : "-");
       row.push_back(format_accuracy(static_cast<double>(rec.correct) / n));
       row.push_back(rec.expected ? (ok ? "correct" : "WRONG") : "no expectation");
       rows.push_back(row);
@@ -243,10 +325,31 @@ int run_milestone(const RunOptions& opt, std::ostream& out, std::ostream& err) {
     out << "\n\n";
     std::vector<std::string> header{"variant", "Op Time (ms)"};
     if (medians) header.push_back("median (ms)");
-    header.insert(header.end(), {"speedup vs baseline", "GFLOP/s", "correctness", "check"});
-    std::vector<int> right{1, 2, 3};
-    if (medians) right.push_back(4);
+    header.insert(header.end(),
+                  {"speedup vs baseline", "GFLOP/s", "% of fp32 peak", "correctness", "check"});
+    std::vector<int> right{1, 2, 3, 4};
+    if (medians) right.push_back(5);
     out << format_table(header, rows, right);
+    if (peak_flops) {
+      char peak[64];
+      std::snprintf(peak, sizeof peak, "%.1f TFLOP/s", *peak_flops / 1e12);
+      out << "fp32 peak: " << peak << " measured (" << peak_note << ")\n";
+    } else if (!peak_note.empty()) {
+      out << "fp32 peak: not measured (" << peak_note << ")\n";
+    }
+    std::string fused_rows, fused_at;
+    for (const RunRecord& rec : records) {
+      const std::string fused = rec.status == "ok" ? fused_layers(rec.run) : "";
+      if (fused.empty()) continue;
+      fused_rows += (fused_rows.empty() ? "" : ", ") + rec.label;
+      fused_at = fused;
+    }
+    if (!fused_rows.empty()) {
+      out << "Op Time of " << fused_rows << " includes the fused tanh and max-pool: conv layer "
+          << fused_at
+          << " and the tanh and 2x2 max-pool after it ran as one call (--no-fuse times the "
+             "convolutions alone).\n";
+    }
     for (const RunRecord& rec : records) {
       if (rec.status != "ok") err << rec.label << ": " << rec.error << "\n";
     }
@@ -265,6 +368,20 @@ int run_milestone(const RunOptions& opt, std::ostream& out, std::ostream& err) {
     }
   }
 
+  json profile_report = nullptr;
+  if (profiled) {
+    const profile::ProfileSummary summary = profile::summarize(*profiled);
+    const std::string command = profiled_command(opt, ms.id, model.name, n);
+    const long pid = static_cast<long>(::getpid());
+    out << profile::format_summary(summary, pid, command) << std::flush;
+    profile_report = profile::summary_json(summary, pid, command);
+    if (opt.profile_json) {
+      std::ofstream f(*opt.profile_json);
+      if (!f) throw Error("cannot write the profile to " + opt.profile_json->string());
+      f << profile_report.dump(2) << "\n";
+    }
+  }
+
   if (opt.json) {
     json runs = json::array();
     for (const RunRecord& rec : records) {
@@ -279,10 +396,16 @@ int run_milestone(const RunOptions& opt, std::ostream& out, std::ostream& err) {
                             {"seconds", t.seconds},
                             {"median_seconds", t.median()},
                             {"samples", t.samples},
-                            {"flops", t.shape.flops()}});
+                            {"flops", t.shape.flops()},
+                            {"fused", t.fused.empty() ? json(nullptr) : json(t.fused)}});
         }
         r["op_time_s"] = rec.run.op_time();
         r["gflops"] = rec.run.op_time() > 0 ? flops_of(rec.run) / rec.run.op_time() / 1e9 : 0.0;
+        if (peak_flops) {
+          r["percent_of_fp32_peak"] =
+              rec.run.op_time() > 0 ? 100.0 * flops_of(rec.run) / rec.run.op_time() / *peak_flops
+                                    : 0.0;
+        }
         r["correct"] = rec.correct;
         r["accuracy"] = static_cast<double>(rec.correct) / n;
         r["expected_correct"] = rec.expected ? json(*rec.expected) : json(nullptr);
@@ -302,6 +425,7 @@ int run_milestone(const RunOptions& opt, std::ostream& out, std::ostream& err) {
         {"device", device},
         {"gpu", gpu_json},
         {"runs", runs},
+        {"profile", profile_report},
         {"wall_time_s",
          std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count()}};
     std::ofstream f(*opt.json);
@@ -309,6 +433,10 @@ int run_milestone(const RunOptions& opt, std::ostream& out, std::ostream& err) {
     f << report.dump(2) << "\n";
   }
   return code;
+}
+
+int run_milestone(const RunOptions& opt, std::ostream& out, std::ostream& err) {
+  return run_milestone_fusing(opt, /*fuse=*/true, out, err);
 }
 
 }  // namespace convlab
@@ -323,10 +451,12 @@ void add_run_command(CLI::App& app, int& exit_code) {
   auto opt = std::make_shared<RunOptions>();
   auto impl = std::make_shared<std::string>(CONVLAB_DEFAULT_IMPL);
   auto model_dirs = std::make_shared<std::vector<std::string>>();
+  auto no_fuse = std::make_shared<bool>(false);
   CLI::App* run = app.add_subcommand(
       "run", "Run a milestone's convolution inside the network on the Fashion-MNIST test set");
   run->add_option("milestone", opt->milestone, "m1, m2, m3 or final")->required();
-  run->add_option("model", opt->model, "model name or .safetensors file (default: the milestone's)");
+  run->add_option("model", opt->model,
+                  "model name or .safetensors file (default: the milestone's)");
   run->add_option("N", opt->images, "how many test images, 1 to 10000 (default 10000)");
   run->add_option("--variant", opt->variant, "GPU variant to run (m3, final), or all for a table");
   run->add_option("--impl", *impl, "student: your code in student/; solution: the staff code")
@@ -341,10 +471,18 @@ void add_run_command(CLI::App& app, int& exit_code) {
   run->add_option("--models", *model_dirs, "extra directory of .safetensors models");
   run->add_option("--runs", opt->runs, "timed calls of each conv layer; Op Time is the fastest")
       ->capture_default_str();
-  run->callback([opt, impl, model_dirs, &exit_code] {
+  run->add_flag("--profile", opt->profile,
+                "GPU runs: after the results, print every kernel, memory copy and CUDA call with "
+                "its time (the nvprof summary table)");
+  run->add_option("--profile-json", opt->profile_json,
+                  "also write the profile as JSON to this file (implies --profile)");
+  run->add_flag("--no-fuse", *no_fuse,
+                "time every conv layer alone, even where the variant also has a fused conv + tanh "
+                "+ max-pool launcher");
+  run->callback([opt, impl, model_dirs, no_fuse, &exit_code] {
     opt->impl = parse_impl(*impl);
     for (const std::string& d : *model_dirs) opt->model_dirs.emplace_back(d);
-    exit_code = run_milestone(*opt, std::cout, std::cerr);
+    exit_code = run_milestone_fusing(*opt, !*no_fuse, std::cout, std::cerr);
   });
 }
 

@@ -26,6 +26,10 @@ struct RunOptions {
   std::optional<std::string> device;              ///< m1 only: cpu or gpu
   std::vector<std::filesystem::path> model_dirs;  ///< extra model directories (--models)
   int runs = 1;  ///< timed calls per conv layer; Op Time keeps the fastest (--runs)
+  /// GPU runs: print nvprof's summary table of every kernel, copy and CUDA call (--profile).
+  bool profile = false;
+  /// Also write that profile as JSON to this file; implies `profile` (--profile-json).
+  std::optional<std::filesystem::path> profile_json;
 };
 
 /// Exit code of a run whose correct count differs from the expected one.
