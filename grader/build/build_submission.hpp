@@ -18,6 +18,8 @@ namespace convlab::grader {
 struct SubmissionFiles {
   /// Paths relative to the framework root, e.g. "student/final/5_best.cu".
   std::vector<std::string> accepted;
+  /// Where each accepted file is in the submission (same order as `accepted`).
+  std::vector<std::filesystem::path> accepted_sources;
   /// (path in the submission, why it was refused), e.g. ("reference/network/network.cpp",
   /// "only these files are graded: ..."). Files identical to the framework's copy are ignored
   /// silently (a team may hand in its whole checkout).
@@ -35,6 +37,17 @@ struct BuildRequest {
   std::filesystem::path cache_dir;         ///< where the framework is built once and reused
   double time_limit_s = 600.0;             ///< wall clock of the submission's build
   bool cuda = true;                        ///< build the GPU parts
+  /// Paths the submission's build may not read (hidden models, the data set): mounted over
+  /// where the sandbox has a mount namespace. framework_root/reference/solutions is always
+  /// added.
+  std::vector<std::filesystem::path> hide_paths;
+  /// Wall clock of the framework's own build (once per framework version, not the team's).
+  double framework_time_limit_s = 3600.0;
+  /// Parallel compile jobs; 0: Ninja's default (the number of cores + 2).
+  int jobs = 0;
+  /// CMAKE_CUDA_ARCHITECTURES for both builds; empty: the framework's default (this machine's
+  /// GPU, else Ampere and Hopper).
+  std::string cuda_architectures;
 };
 
 /// How the build went. reason: ok, build_failed, timeout, forbidden_include,
@@ -46,12 +59,20 @@ struct BuildResult {
   SubmissionFiles files;
   /// The compiler's output (capped), for the student to read.
   std::string log;
-  /// One line per refused include or symbol: "student/final/5_best.cu: calls cudnnConvolutionForward
-  /// (cuDNN is not allowed in your code; write the convolution yourself)".
+  /// One line per refused include or symbol: "student/final/5_best.cu: calls
+  /// cudnnConvolutionForward (cuDNN is not allowed in your code; write the convolution yourself)".
   std::vector<std::string> forbidden;
   /// The built harness (meaningful when ok).
   std::filesystem::path worker;
+  /// Wall clock of the whole call, and of the team's part alone (configure, compile, link:
+  /// what each submission costs once the framework is cached).
   double wall_s = 0.0;
+  double submission_build_s = 0.0;
+  /// The cached framework build used (cache_dir/<key>), whether it was already there, and
+  /// how long building it took when it was not.
+  std::filesystem::path framework_build;
+  bool framework_reused = false;
+  double framework_build_s = 0.0;
 };
 
 /// Progress lines for the terminal.

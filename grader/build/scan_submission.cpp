@@ -1,0 +1,190 @@
+// Which files of a submission are graded: the milestone's files by their path, or by their
+// name when the upload is flat; framework files handed in unchanged are ignored; the rest is
+// refused with a reason that names the graded files.
+#include <algorithm>
+#include <map>
+#include <set>
+#include <system_error>
+
+#include "grader/build/build_detail.hpp"
+#include "grader/build/build_submission.hpp"
+#include "reference/core/error.hpp"
+
+namespace convlab::grader {
+namespace fs = std::filesystem;
+using build_detail::read_regular_file;
+
+namespace {
+
+constexpr std::uintmax_t kMaxFileBytes = 1u << 20;
+
+// Folders a team's checkout has that are never part of a submission.
+bool ignored_folder(const std::string& name, bool top) {
+  if (name == ".git") return true;
+  return top && (name == "build" || name.starts_with("build-") || name.starts_with("build_") ||
+                 name.starts_with("cmake-build-") || name == ".data");
+}
+
+// A name a student reads back in the report: control characters shown as '?'.
+std::string printable(const std::string& text) {
+  std::string out = text;
+  for (char& c : out) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  }
+  return out;
+}
+
+bool bad_name(const fs::path& rel) {
+  for (const fs::path& part : rel) {
+    const std::string name = part.string();
+    if (name.empty() || name == "." || name.find("..") != std::string::npos) return true;
+    for (const char c : name) {
+      if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f || c == '\\') return true;
+    }
+  }
+  return false;
+}
+
+std::string graded_list(const std::vector<std::string>& allowed) {
+  if (allowed.empty()) return "this milestone grades no file of yours: hand in nothing for it";
+  std::string list;
+  for (const std::string& file : allowed) list += (list.empty() ? "" : ", ") + file;
+  return "only these files are graded: " + list +
+         " (keep their paths, or upload them flat with these names)";
+}
+
+// A zip unpacked into one folder: grade what is inside it.
+fs::path unwrap(const fs::path& submission) {
+  std::error_code ec;
+  fs::path only;
+  int entries = 0;
+  for (fs::directory_iterator it(submission, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name == "__MACOSX" || name == ".DS_Store") continue;
+    ++entries;
+    if (fs::is_directory(it->symlink_status(ec)) && !ignored_folder(name, true)) only = it->path();
+  }
+  if (entries != 1 || only.empty()) return submission;
+  // A folder that is itself a checkout (student/ inside) or holds the files flat.
+  return only;
+}
+
+}  // namespace
+
+SubmissionFiles scan_submission(const fs::path& submission, const std::vector<std::string>& allowed,
+                                const fs::path& framework_root) {
+  std::error_code ec;
+  if (!fs::is_directory(submission, ec)) {
+    throw Error("the submission " + submission.string() +
+                " is not a folder: give the folder that holds the team's files");
+  }
+  const fs::path base = unwrap(submission);
+  const std::string shown_prefix = base == submission ? "" : base.filename().string() + "/";
+  const std::set<std::string> allowed_set(allowed.begin(), allowed.end());
+  const std::vector<std::string> graded(allowed_set.begin(), allowed_set.end());
+  std::map<std::string, std::vector<std::string>> by_basename;  // basename -> allowed paths
+  for (const std::string& file : graded) {
+    by_basename[fs::path(file).filename().string()].push_back(file);
+  }
+
+  SubmissionFiles result;
+  const auto reject = [&](const std::string& rel, const std::string& why) {
+    result.rejected.emplace_back(printable(shown_prefix + rel), why);
+  };
+
+  // Every regular file, relative to `base`, sorted.
+  std::vector<std::string> files;
+  fs::recursive_directory_iterator it(base, fs::directory_options::none, ec), end;
+  if (ec) throw Error("cannot read the submission " + base.string() + ": " + ec.message());
+  for (; it != end; it.increment(ec)) {
+    if (ec) {
+      reject("(part of the folder)", "could not be read: " + ec.message());
+      break;
+    }
+    const fs::path rel_path = it->path().lexically_relative(base);
+    const std::string rel = rel_path.generic_string();
+    const std::string name = it->path().filename().string();
+    const fs::file_status status = it->symlink_status(ec);
+    if (ec) {
+      reject(rel, "could not be read: " + ec.message());
+      ec.clear();
+      continue;
+    }
+    if (fs::is_directory(status)) {
+      if (ignored_folder(name, it.depth() == 0) || name == "__MACOSX") {
+        it.disable_recursion_pending();
+      }
+      continue;
+    }
+    if (name == ".DS_Store") continue;
+    if (bad_name(rel_path)) {
+      reject(rel, "its name has '..', a backslash or a control character: rename it");
+    } else if (fs::is_symlink(status)) {
+      reject(rel, "symbolic links are not accepted: upload the file itself");
+    } else if (!fs::is_regular_file(status)) {
+      reject(rel, "not a regular file (a device, pipe or socket): upload source files only");
+    } else if (it->file_size(ec) > kMaxFileBytes || ec) {
+      reject(rel, "larger than 1 MiB: a source file is far smaller; upload your source only");
+      ec.clear();
+    } else {
+      files.push_back(rel);
+    }
+  }
+  std::sort(files.begin(), files.end());
+
+  // Framework files handed in unchanged (a whole checkout) are ignored.
+  const auto unchanged_framework_file = [&](const std::string& rel) {
+    if (!build_detail::is_framework_file(rel)) return false;
+    const auto mine = read_regular_file(base / rel, kMaxFileBytes);
+    const auto theirs = read_regular_file(framework_root / rel, kMaxFileBytes);
+    return mine && theirs && *mine == *theirs;
+  };
+
+  // By path first; then by name for the files left (a flat upload), when that is unambiguous.
+  std::map<std::string, std::string> taken;  // allowed path -> file in the submission
+  std::vector<std::string> left;
+  for (const std::string& rel : files) {
+    if (allowed_set.count(rel) != 0) {
+      taken[rel] = rel;
+    } else {
+      left.push_back(rel);
+    }
+  }
+  std::map<std::string, int> left_by_basename;
+  for (const std::string& rel : left) ++left_by_basename[fs::path(rel).filename().string()];
+  for (const std::string& rel : left) {
+    const std::string name = fs::path(rel).filename().string();
+    const auto match = by_basename.find(name);
+    if (match == by_basename.end()) {
+      if (!unchanged_framework_file(rel)) reject(rel, graded_list(graded));
+      continue;
+    }
+    if (unchanged_framework_file(rel)) continue;
+    if (match->second.size() > 1) {
+      std::string paths;
+      for (const std::string& p : match->second) paths += (paths.empty() ? "" : " or ") + p;
+      reject(rel, "several graded files are named " + name + " (" + paths +
+                      "): put it at its path inside student/");
+    } else if (taken.count(match->second[0]) != 0) {
+      reject(rel, "not used: " + shown_prefix + taken[match->second[0]] + " already provides " +
+                      match->second[0]);
+    } else if (left_by_basename[name] > 1) {
+      reject(rel,
+             "several files are named " + name + ": upload one, or put it at " + match->second[0]);
+    } else {
+      taken[match->second[0]] = rel;
+    }
+  }
+  for (const std::string& file : graded) {
+    if (taken.count(file) != 0) {
+      result.accepted.push_back(file);
+      result.accepted_sources.push_back(base / taken[file]);
+    } else {
+      result.missing.push_back(file);
+    }
+  }
+  std::sort(result.rejected.begin(), result.rejected.end());
+  return result;
+}
+
+}  // namespace convlab::grader
