@@ -19,24 +19,36 @@ struct GradeOptions {
   std::filesystem::path submission;  ///< folder holding student/ (or its files, flat)
   std::string milestone;             ///< m2, m3, final or all
   std::string team;                  ///< default: the submission folder's name
-  std::filesystem::path out;         ///< report.json, results.json, logs/ (default ./grade-<team>)
-  std::optional<std::filesystem::path> db;    ///< results database to add a row to
+  std::filesystem::path out;         ///< report.json, results.json, logs/ (default ./grade-TEAM)
+  std::optional<std::filesystem::path> db;        ///< results database to add a row to
   std::vector<std::filesystem::path> model_dirs;  ///< hidden models (never shown to students)
-  std::optional<std::filesystem::path> data;  ///< Fashion-MNIST directory
-  std::optional<std::uint64_t> seed;          ///< element-wise inputs; default: drawn now
-  std::optional<int> runs;                    ///< timed runs; default: the milestone's (3)
+  std::optional<std::filesystem::path> data;      ///< Fashion-MNIST directory
+  std::optional<std::uint64_t> seed;              ///< element-wise inputs; default: drawn now
+  std::optional<int> runs;                        ///< timed runs; default: the milestone's (3)
+  /// Wall-clock limit of each check, in seconds; default: the milestone's time_limit_s.
+  std::optional<double> time_limit_s;
   /// Where the pristine framework is built once and reused (default: $CONVLAB_CACHE, else
   /// $XDG_CACHE_HOME/convlab, else ~/.cache/convlab).
   std::optional<std::filesystem::path> cache;
   bool keep_work = false;  ///< keep the build folder and sandbox folders
+  /// Run only the checks whose id matches one of these globs (fnmatch, `*` crosses `/`);
+  /// files, build and symbols always run. Empty: every check. A glob that matches no check
+  /// is bad input.
+  std::vector<std::string> only;
+  /// More paths the checks may not read, besides the data set, the --models folders, the
+  /// staff solutions and --db (grade-all adds the class's other submissions and outputs).
+  std::vector<std::filesystem::path> hide_paths;
 };
 
 /// One line of progress ("building", "network/best/ece408-high/10000: passed").
 using ProgressFn = std::function<void(const std::string& line)>;
 
-/// Grades one submission; writes report.json and results.json under options.out and a row to
-/// options.db. Throws Error only for the grader's own bad input (no such submission folder,
-/// unknown milestone, unusable --out); anything the submission does becomes a failed check.
+/// Grades one submission; writes report.json, results.json and logs/ under options.out and a
+/// row to options.db. Throws Error only for the grader's own bad input (no such submission
+/// folder, unknown milestone, unusable --out, missing data, a --only glob that matches no
+/// check, --db without SQLite); anything the submission does becomes a failed check, and a
+/// failure of the grader's own (the pristine framework does not build) is returned in
+/// GradeResult::grader_error.
 GradeResult grade_submission(const GradeOptions& options, const ProgressFn& progress = {});
 
 }  // namespace convlab::grader

@@ -73,7 +73,12 @@ NetworkRun run_network_gpu(const Model& model, const Tensor& input, const GpuCon
   DeviceBuffer current = to_device(input);
   Shape cur = input.shape();
   NetworkRun run;
-  const auto sync = [] { CUDA_CHECK(cudaDeviceSynchronize()); };
+  // cudaGetLastError too: a launch that never started (a bad block size, too much shared
+  // memory) is reported only there, not by the synchronisation.
+  const auto sync = [] {
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaGetLastError());
+  };
   bool fuse = static_cast<bool>(conv_tanh_pool);  // off for good once the fused call is a stub
 
   for (std::size_t i = 0; i < model.layers.size(); ++i) {

@@ -305,7 +305,7 @@ TEST_CASE("the CPU-time and file-size limits end the run with their signal") {
   CHECK(cpu.outcome == Outcome::signaled);
   CHECK(cpu.signal == SIGXCPU);
   CHECK(cpu.describe() == "killed by SIGXCPU (CPU-time limit reached)");
-  CHECK(cpu.cpu_s >= 0.9);
+  CHECK(cpu.cpu_s >= 0.5);  // the kernel charges CPU time in ticks: about 1 s, never near 0
   CHECK(cpu.cpu_s < 3.0);
 
   SandboxSpec big = probe({"big-file", "big.bin", "4194304"});

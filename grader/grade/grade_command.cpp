@@ -1,0 +1,90 @@
+// `convlab grade`: grades one submission and prints a summary table.
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <memory>
+
+#include "grader/cli/commands.hpp"
+#include "grader/grade/grade.hpp"
+#include "grader/grade/report.hpp"
+
+namespace convlab::grader {
+
+void add_grade_command(CLI::App& app, int& exit_code) {
+  struct Args {
+    GradeOptions options;
+    std::string submission, out, db, data, cache;
+    std::vector<std::string> models, hide;
+    std::uint64_t seed = 0;
+    int runs = 0;
+    double time_limit = 0.0;
+    bool json = false;
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand(
+      "grade",
+      "Grade one submission: build its student/ files against a pristine framework, run every "
+      "check of a milestone in a sandbox, write report.json, results.json (Gradescope) and logs");
+  cmd->add_option("submission", a->submission,
+                  "folder holding the team's student/ files (or the files themselves)")
+      ->required();
+  cmd->add_option("--milestone", a->options.milestone, "m2, m3, final, or all")
+      ->required()
+      ->check(CLI::IsMember({"m2", "m3", "final", "all"}));
+  cmd->add_option("--team", a->options.team, "team name (default: the submission folder's name)");
+  cmd->add_option("--out", a->out,
+                  "folder for report.json, results.json and logs/ "
+                  "(default: ./grade-TEAM)");
+  cmd->add_option("--db", a->db, "results database (SQLite) to add this run to");
+  cmd->add_option("--models", a->models,
+                  "folder of hidden .safetensors models with expected counts (repeatable)");
+  cmd->add_option("--data", a->data,
+                  "Fashion-MNIST folder (default: $CONVLAB_DATA, else "
+                  "/usr/share/datasets/fashion-mnist)");
+  CLI::Option* seed =
+      cmd->add_option("--seed", a->seed, "seed of the element-wise inputs (default: drawn now)");
+  CLI::Option* runs =
+      cmd->add_option("--runs", a->runs,
+                      "timed runs of the ranked check; Op Time is the fastest (default: the "
+                      "milestone's, 3)");
+  CLI::Option* time_limit = cmd->add_option(
+      "--time-limit", a->time_limit,
+      "wall-clock limit of each check in seconds (default: the milestone's time_limit_s)");
+  cmd->add_option("--hide", a->hide,
+                  "a path the checks may not read, besides the data set, --models, --db and the "
+                  "staff solutions (repeatable)");
+  cmd->add_option("--cache", a->cache,
+                  "where the pristine framework is built once (default: $CONVLAB_CACHE, else "
+                  "~/.cache/convlab)");
+  cmd->add_option("--only", a->options.only,
+                  "run only checks whose id matches this glob (repeatable; files, build and "
+                  "symbols always run; the grade is then partial)");
+  cmd->add_flag("--keep-work", a->options.keep_work,
+                "keep the build folder and each check's sandbox folder");
+  cmd->add_flag("--json", a->json,
+                "print the report (report.json) on stdout; progress goes to stderr");
+  cmd->callback([a, seed, runs, time_limit, &exit_code] {
+    GradeOptions& o = a->options;
+    o.submission = a->submission;
+    if (!a->out.empty()) o.out = a->out;
+    if (!a->db.empty()) o.db = a->db;
+    if (!a->data.empty()) o.data = a->data;
+    if (!a->cache.empty()) o.cache = a->cache;
+    for (const std::string& m : a->models) o.model_dirs.emplace_back(m);
+    for (const std::string& h : a->hide) o.hide_paths.emplace_back(h);
+    if (*time_limit) o.time_limit_s = a->time_limit;
+    if (*seed) o.seed = a->seed;
+    if (*runs) o.runs = a->runs;
+    std::ostream& progress = a->json ? std::cerr : std::cout;
+    const GradeResult r =
+        grade_submission(o, [&](const std::string& line) { progress << line << std::endl; });
+    if (a->json) {
+      std::cout << report_json(r) << std::endl;
+    } else {
+      std::cout << "\n" << summary_table(r) << std::flush;
+    }
+    // 0: the grade is complete, whatever the score; 2: the grader could not complete it.
+    exit_code = r.grader_error.empty() ? 0 : 2;
+  });
+}
+
+}  // namespace convlab::grader

@@ -1,0 +1,211 @@
+#include "grader/grade/report.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "reference/core/error.hpp"
+#include "reference/driver/format.hpp"
+
+namespace convlab::grader {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const char* status_name(CheckStatus s) {
+  switch (s) {
+    case CheckStatus::passed:
+      return "passed";
+    case CheckStatus::failed:
+      return "failed";
+    case CheckStatus::skipped:
+      return "skipped";
+  }
+  return "failed";
+}
+
+namespace {
+
+template <typename T>
+json opt(const std::optional<T>& v) {
+  return v ? json(*v) : json(nullptr);
+}
+
+// A finite number, or null (JSON has no NaN or infinity).
+json number(double v) {
+  return std::isfinite(v) ? json(v) : json(nullptr);
+}
+
+json embedded(const std::string& text) {
+  if (text.empty()) return json::object();
+  try {
+    return json::parse(text);
+  } catch (const json::exception&) {
+    return text;  // kept as a string rather than lost
+  }
+}
+
+std::string score_text(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+std::string ms_text(double seconds) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", seconds * 1e3);
+  return buf;
+}
+
+bool on_gpu(const GradeResult& r) {
+  return r.ranked_variant != "cpu";
+}
+
+}  // namespace
+
+std::string report_json(const GradeResult& r) {
+  json checks = json::array();
+  for (const CheckResult& c : r.checks) {
+    checks.push_back({{"id", c.id},
+                      {"name", c.name},
+                      {"kind", c.kind},
+                      {"milestone", c.milestone},
+                      {"status", status_name(c.status)},
+                      {"reason", c.reason},
+                      {"score", c.score},
+                      {"max_score", c.max_score},
+                      {"output", c.output},
+                      {"hidden", c.hidden},
+                      {"variant", c.variant},
+                      {"model", c.model},
+                      {"images", c.images},
+                      {"expected_correct", opt(c.expected_correct)},
+                      {"correct", opt(c.correct)},
+                      {"op_time_s", opt(c.op_time_s)},
+                      {"op_time_median_s", opt(c.op_time_median_s)},
+                      {"op_time_runs_s", c.op_time_runs_s},
+                      {"reference_time_s", opt(c.reference_time_s)},
+                      {"worst_error", c.worst_error ? number(*c.worst_error) : json(nullptr)},
+                      {"wall_s", c.wall_s},
+                      {"details", embedded(c.details_json)}});
+  }
+  const json report = {{"schema", kReportSchema},
+                       {"grader_version", r.grader_version},
+                       {"framework_hash", r.framework_hash},
+                       {"team", r.team},
+                       {"milestone", r.milestone},
+                       {"submission", r.submission},
+                       {"started_at", r.started_at},
+                       {"duration_s", r.duration_s},
+                       {"seed", r.seed},
+                       {"score", r.score},
+                       {"max_score", r.max_score},
+                       {"op_time_s", opt(r.op_time_s)},
+                       {"op_time_median_s", opt(r.op_time_median_s)},
+                       {"reference_time_s", opt(r.reference_time_s)},
+                       {"speedup", opt(r.speedup)},
+                       {"ranked_variant", r.ranked_variant},
+                       {"ranked_model", r.ranked_model},
+                       {"ranked_images", r.ranked_images},
+                       {"flags", r.flags},
+                       {"partial", r.partial},
+                       {"only", r.only},
+                       {"grader_error", r.grader_error},
+                       {"machine",
+                        {{"gpu_name", r.machine.gpu_name},
+                         {"gpu_driver", r.machine.gpu_driver},
+                         {"cuda_driver", r.machine.cuda_driver},
+                         {"cpu_name", r.machine.cpu_name},
+                         {"hostname", r.machine.hostname}}},
+                       {"sandbox", embedded(r.sandbox_json)},
+                       {"checks", checks}};
+  return report.dump(2);
+}
+
+std::string gradescope_json(const GradeResult& r) {
+  json tests = json::array();
+  for (const CheckResult& c : r.checks) {
+    json t = {{"name", c.name},
+              {"score", c.score},
+              {"max_score", c.max_score},
+              {"status", c.status == CheckStatus::passed ? "passed" : "failed"},
+              {"output", c.status == CheckStatus::skipped ? "Not run: " + c.output : c.output},
+              {"visibility", c.hidden ? "after_published" : "visible"}};
+    tests.push_back(t);
+  }
+  std::string output = "convlab grade " + r.milestone + ": " + score_text(r.score) + " of " +
+                       score_text(r.max_score) + " points.";
+  if (r.partial) output += " Partial grade: only some checks ran.";
+  if (r.op_time_s) {
+    output += " Op Time " + ms_text(*r.op_time_s) + " ms (" + r.ranked_variant + ", " +
+              r.ranked_model + ", " + std::to_string(r.ranked_images) + " images)";
+    if (r.speedup) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, ", %.2fx %s", *r.speedup,
+                    on_gpu(r) ? "the speed of cuDNN" : "the speed of the library convolution");
+      output += buf;
+    }
+    output += ".";
+  } else if (!r.ranked_variant.empty()) {
+    output += " No ranked time: it counts only when every correctness check of " +
+              r.ranked_variant + " passes.";
+  }
+  if (!r.machine.gpu_name.empty()) output += " GPU: " + r.machine.gpu_name + ".";
+  if (!r.grader_error.empty()) output += "\nThe grade is incomplete: " + r.grader_error;
+  json doc = {{"score", r.score},
+              {"execution_time", static_cast<long long>(std::lround(r.duration_s))},
+              {"output", output},
+              {"tests", tests}};
+  if (r.op_time_s) {
+    json board = json::array();
+    board.push_back({{"name", "Op Time (ms)"}, {"value", *r.op_time_s * 1e3}, {"order", "asc"}});
+    if (r.speedup) {
+      board.push_back({{"name", on_gpu(r) ? "Speedup vs cuDNN" : "Speedup vs library conv"},
+                       {"value", *r.speedup},
+                       {"order", "desc"}});
+    }
+    doc["leaderboard"] = board;
+  }
+  return doc.dump(2);
+}
+
+std::string summary_table(const GradeResult& r) {
+  std::vector<std::vector<std::string>> rows;
+  for (const CheckResult& c : r.checks) {
+    rows.push_back({c.id, status_name(c.status),
+                    score_text(c.score) + "/" + score_text(c.max_score), c.reason});
+  }
+  std::string out = format_table({"check", "status", "score", "reason"}, rows, {2});
+  out += "\nTotal: " + score_text(r.score) + " / " + score_text(r.max_score) + " points";
+  if (r.partial) out += " (partial: --only)";
+  out += "\n";
+  if (r.op_time_s) {
+    out += "Op Time: " + format_seconds(*r.op_time_s) + " s (" + r.ranked_variant + ", " +
+           r.ranked_model + ", " + std::to_string(r.ranked_images) + " images)";
+    if (r.speedup) {
+      char buf[48];
+      std::snprintf(buf, sizeof buf, ", speedup %.2fx vs %s", *r.speedup,
+                    on_gpu(r) ? "cuDNN" : "the library convolution");
+      out += buf;
+    }
+    out += "\n";
+  }
+  for (const std::string& f : r.flags) out += "Flag: " + f + "\n";
+  if (!r.grader_error.empty()) out += "Grader error: " + r.grader_error + "\n";
+  return out;
+}
+
+void write_reports(const GradeResult& result, const fs::path& out) {
+  std::error_code ec;
+  fs::create_directories(out, ec);
+  const auto write = [&](const char* name, const std::string& text) {
+    std::ofstream f(out / name);
+    f << text << "\n";
+    if (!f) throw Error("cannot write " + (out / name).string() + ": choose another --out");
+  };
+  write("report.json", report_json(result));
+  write("results.json", gradescope_json(result));
+}
+
+}  // namespace convlab::grader
