@@ -45,6 +45,31 @@ constexpr std::size_t kSanitizerTailLines = 40;
 // ---------------------------------------------------------------------------------------------
 // Small helpers
 
+// compute-sanitizer's first report (the faulty kernel, access and thread) and its summary: the
+// later reports are mostly consequences (the teardown's calls failing after the error).
+std::string first_sanitizer_report(const std::string& text, std::size_t max_lines) {
+  std::vector<std::string> lines;
+  std::string summary;
+  std::size_t pos = 0;
+  bool started = false;
+  while (pos < text.size()) {
+    std::size_t nl = text.find('\n', pos);
+    if (nl == std::string::npos) nl = text.size();
+    const std::string line = text.substr(pos, nl - pos);
+    pos = nl + 1;
+    if (line.find("ERROR SUMMARY") != std::string::npos) summary = line;
+    if (!started && line.rfind("========= ", 0) == 0 &&
+        line.find("COMPUTE-SANITIZER") == std::string::npos) {
+      started = true;
+    }
+    if (started && lines.size() < max_lines) lines.push_back(line);
+  }
+  std::string out;
+  for (const std::string& l : lines) out += l + "\n";
+  if (!summary.empty()) out += (lines.empty() ? "" : "  ...\n") + summary + "\n";
+  return out;
+}
+
 std::string tail_lines(const std::string& text, std::size_t lines) {
   std::size_t end = text.size();
   while (end > 0 && (text[end - 1] == '\n' || text[end - 1] == '\r')) --end;
@@ -690,12 +715,15 @@ std::optional<Failure> Grading::failure_of(const WorkerOutcome& w, const Planned
       break;
   }
   if (sanitizer && r.exit_code == 99) {
-    return Failure{"memory_error",
-                   with_tail("compute-sanitizer memcheck found invalid memory accesses in the "
-                             "run. Its report names the kernel, the access and the thread; fix "
-                             "the bounds check in that kernel. " +
-                                 debug_advice(p),
-                             true)};
+    std::string text =
+        "compute-sanitizer memcheck found invalid memory accesses in the run. Its report names "
+        "the kernel, the access and the thread; fix the bounds check in that kernel. " +
+        debug_advice(p);
+    const std::string report = first_sanitizer_report(r.stdout_text + r.stderr_text, 30);
+    if (!p.check.hidden && !report.empty()) {
+      text += "\n\nThe first error compute-sanitizer reported:\n" + indent(report);
+    }
+    return Failure{"memory_error", text};
   }
   if (w.doc) {
     const std::string status = w.status();

@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <climits>
@@ -483,6 +484,10 @@ std::pair<Fd, Fd> make_pipe() {
   return {Fd(fds[0]), Fd(fds[1])};
 }
 
+// User ids handed to sandboxed runs, one per run, far above any account's (no passwd entry).
+constexpr std::uint32_t kRunUidBase = 0x70000000u;
+constexpr std::uint32_t kRunUidCount = 1u << 24;
+
 struct UserIds {
   uid_t uid = 0;
   gid_t gid = 0;
@@ -723,6 +728,12 @@ SandboxResult run_sandboxed(const SandboxSpec& spec) {
                   "' on this machine; create it or set SandboxSpec::user to an unprivileged one");
     }
     run_as = *found;
+    // Each run gets a user id of its own (the named user's group): RLIMIT_NPROC counts per
+    // user, so a fork bomb in one run cannot starve the others running beside it.
+    static std::atomic<std::uint32_t> runs{0};
+    const std::uint32_t slot =
+        (static_cast<std::uint32_t>(getpid()) * 256u + runs.fetch_add(1)) % kRunUidCount;
+    run_as.uid = static_cast<uid_t>(kRunUidBase + slot);
   }
 
   // The private directory, with the inputs, owned by the run's user.

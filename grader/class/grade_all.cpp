@@ -1,0 +1,503 @@
+#include "grader/class/grade_all.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <ctime>
+#include <deque>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "grader/class/child_process.hpp"
+#include "reference/core/error.hpp"
+#include "reference/driver/milestone.hpp"
+
+namespace convlab::grader {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+volatile std::sig_atomic_t g_stop = 0;
+
+const std::vector<std::string> kGradedMilestones{"m2", "m3", "final", "all"};
+
+// strerror(EAGAIN): what a check reports when it cannot start a thread or process because the
+// sandbox user's process limit, which every sandbox of that user shares, was reached.
+constexpr const char* kOutOfProcesses = "Resource temporarily unavailable";
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+std::string utc_now() {
+  const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+bool is_under(const fs::path& path, const fs::path& dir) {
+  auto [d, p] = std::mismatch(dir.begin(), dir.end(), path.begin(), path.end());
+  return d == dir.end();
+}
+
+// The command line of one team's grade; argv[0] is what the log shows. The other teams'
+// submissions and results are hidden from this team's checks.
+std::vector<std::string> grade_argv(const GradeAllOptions& o, const TeamOutcome& t,
+                                    const std::vector<TeamOutcome>& all) {
+  std::vector<std::string> argv{"convlab",     "grade",     t.submission.string(),
+                                "--milestone", o.milestone, "--team",
+                                t.team,        "--out",     t.out.string()};
+  auto add = [&](const char* flag, const std::string& value) {
+    argv.emplace_back(flag);
+    argv.push_back(value);
+  };
+  if (o.db) add("--db", o.db->string());
+  for (const fs::path& m : o.model_dirs) add("--models", m.string());
+  if (o.data) add("--data", o.data->string());
+  if (o.seed) add("--seed", std::to_string(*o.seed));
+  if (o.runs) add("--runs", std::to_string(*o.runs));
+  if (o.cache) add("--cache", o.cache->string());
+  for (const TeamOutcome& other : all) {
+    if (other.team == t.team) continue;
+    add("--hide", other.submission.string());
+    add("--hide", other.out.string());
+  }
+  return argv;
+}
+
+std::string shell_quote(const std::string& s) {
+  if (!s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                        "0123456789-_./=:+,@") == std::string::npos) {
+    return s;
+  }
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
+std::string number(double v, int precision) {
+  std::ostringstream s;
+  s.precision(precision);
+  s << v;
+  return s.str();
+}
+
+std::string optional_number(const std::optional<double>& v) {
+  return v ? number(*v, 9) : std::string();
+}
+
+// "76.815 ms", "2.346 s".
+std::string format_time(const std::optional<double>& s) {
+  if (!s) return "-";
+  std::ostringstream o;
+  o.setf(std::ios::fixed);
+  o.precision(3);
+  if (*s >= 1.0) {
+    o << *s << " s";
+  } else {
+    o << *s * 1e3 << " ms";
+  }
+  return o.str();
+}
+
+std::string format_score(double v) {
+  std::ostringstream o;
+  o << (std::abs(v - std::round(v)) < 1e-9 ? std::round(v) : v);
+  return o.str();
+}
+
+std::optional<double> get_number(const json& j, const char* key) {
+  if (auto it = j.find(key); it != j.end() && it->is_number()) return it->get<double>();
+  return std::nullopt;
+}
+
+// Who runs: one ChildProcess per team in flight.
+struct Running {
+  std::size_t index;  // into summary.teams
+  std::unique_ptr<ChildProcess> child;
+  Clock::time_point start;
+};
+
+}  // namespace
+
+int ClassSummary::graded() const {
+  return static_cast<int>(
+      std::count_if(teams.begin(), teams.end(), [](const TeamOutcome& t) { return t.graded; }));
+}
+
+void request_grade_all_stop() {
+  g_stop = 1;
+}
+
+bool is_gpu_milestone(const std::string& milestone) {
+  if (std::find(kGradedMilestones.begin(), kGradedMilestones.end(), milestone) ==
+      kGradedMilestones.end()) {
+    throw Error("unknown milestone '" + milestone + "' for grading: choose m2, m3, final or all");
+  }
+  if (milestone == "all") return true;
+  const Milestone ms = load_milestone(convlab_root(), milestone);
+  return std::find(ms.devices.begin(), ms.devices.end(), "gpu") != ms.devices.end();
+}
+
+std::vector<fs::path> find_team_folders(const fs::path& submissions, const fs::path& exclude) {
+  if (!fs::is_directory(submissions)) {
+    throw Error("no such folder: " + submissions.string() +
+                " (grade-all takes a folder holding one subfolder per team)");
+  }
+  std::vector<fs::path> teams;
+  for (const fs::directory_entry& e : fs::directory_iterator(submissions)) {
+    const std::string name = e.path().filename().string();
+    if (!e.is_directory() || name.starts_with(".")) continue;
+    if (!exclude.empty() && fs::weakly_canonical(e.path()) == exclude) continue;
+    teams.push_back(e.path());
+  }
+  if (teams.empty()) {
+    throw Error(submissions.string() +
+                " holds no team folder: put each team's submission in a subfolder named after "
+                "the team (e.g. " +
+                submissions.string() + "/team-01/student/m2/conv_cpu.cpp)");
+  }
+  std::sort(teams.begin(), teams.end());
+  return teams;
+}
+
+bool read_team_report(TeamOutcome& t) {
+  const fs::path file = t.out / "report.json";
+  std::ifstream in(file);
+  if (!in) {
+    t.error = "no report.json was written";
+    return false;
+  }
+  json r;
+  try {
+    in >> r;
+  } catch (const json::exception& e) {
+    t.error = "report.json is not valid JSON (" + std::string(e.what()) + ")";
+    return false;
+  }
+  const auto schema = r.is_object() ? r.find("schema") : r.end();
+  if (!r.is_object() || schema == r.end() || *schema != "convlab-grade-report/1") {
+    t.error = "report.json is not a grade report (schema convlab-grade-report/1)";
+    return false;
+  }
+  const auto ge = r.find("grader_error");
+  t.grader_error = ge != r.end() && ge->is_string() ? ge->get<std::string>() : std::string();
+  t.score = get_number(r, "score").value_or(0.0);
+  t.max_score = get_number(r, "max_score").value_or(0.0);
+  t.op_time_s = get_number(r, "op_time_s");
+  t.op_time_median_s = get_number(r, "op_time_median_s");
+  t.speedup = get_number(r, "speedup");
+  t.flags.clear();
+  if (auto f = r.find("flags"); f != r.end() && f->is_array()) {
+    for (const json& s : *f) {
+      if (s.is_string()) t.flags.push_back(s.get<std::string>());
+    }
+  }
+  t.checks_passed = t.checks_total = 0;
+  t.contended = false;
+  if (auto c = r.find("checks"); c != r.end() && c->is_array()) {
+    for (const json& check : *c) {
+      ++t.checks_total;
+      const auto out = check.is_object() ? check.find("output") : check.end();
+      if (out != check.end() && out->is_string() &&
+          out->get<std::string>().find(kOutOfProcesses) != std::string::npos) {
+        t.contended = true;
+      }
+      if (check.is_object() && check.contains("status") && check["status"] == "passed") {
+        ++t.checks_passed;
+      }
+    }
+  }
+  return true;
+}
+
+ClassSummary grade_all(const GradeAllOptions& options, const GradeAllEvents& events) {
+  g_stop = 0;
+  const bool gpu = is_gpu_milestone(options.milestone);
+  if (options.out.empty()) throw Error("grade-all needs --out: the folder for the results");
+  const fs::path submissions = fs::weakly_canonical(fs::absolute(options.submissions));
+  const fs::path out = fs::weakly_canonical(fs::absolute(options.out));
+  if (out == submissions) {
+    throw Error("--out must not be the submissions folder itself; choose another folder");
+  }
+  std::vector<fs::path> folders = find_team_folders(submissions, out);
+
+  if (!options.teams.empty()) {
+    std::vector<fs::path> chosen;
+    for (const std::string& name : options.teams) {
+      auto it = std::find_if(folders.begin(), folders.end(),
+                             [&](const fs::path& f) { return f.filename() == name; });
+      if (it == folders.end()) {
+        throw Error("no team '" + name + "' in " + submissions.string() +
+                    " (a team is a subfolder; --team takes its name)");
+      }
+      if (std::find(chosen.begin(), chosen.end(), *it) == chosen.end()) chosen.push_back(*it);
+    }
+    std::sort(chosen.begin(), chosen.end());
+    folders = chosen;
+  }
+
+  ClassSummary summary;
+  summary.milestone = options.milestone;
+  summary.submissions = submissions;
+  summary.started_at = utc_now();
+  for (const fs::path& f : folders) {
+    TeamOutcome t;
+    t.team = f.filename().string();
+    t.submission = f;
+    t.out = out / t.team;
+    // Removing a team's old results must never touch a submission.
+    if (is_under(submissions, t.out) || is_under(t.out, f)) {
+      throw Error("--out " + out.string() + " overlaps the submission of team " + t.team +
+                  "; choose a folder outside " + submissions.string());
+    }
+    summary.teams.push_back(std::move(t));
+  }
+  std::error_code ec;
+  fs::create_directories(out, ec);
+  if (ec || !fs::is_directory(out)) {
+    throw Error("cannot create --out " + out.string() + (ec ? ": " + ec.message() : ""));
+  }
+
+  int jobs = options.jobs > 0
+                 ? options.jobs
+                 : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / 2);
+  if (gpu) jobs = 1;
+  summary.jobs = jobs;
+  const int total = static_cast<int>(summary.teams.size());
+  if (events.begin) events.begin(total, jobs);
+
+  const auto start = Clock::now();
+  const fs::path exe = options.grader.value_or("/proc/self/exe");
+  std::vector<Running> running;
+  std::deque<std::size_t> queue;
+  for (std::size_t i = 0; i < summary.teams.size(); ++i) queue.push_back(i);
+  int done = 0;
+  // With several graders, the first team is graded alone: it builds the framework cache that
+  // the others then reuse instead of all waiting on one build.
+  bool warming = jobs > 1 && total > 1;
+  // Then the teams whose checks ran out of processes while others were graded are graded
+  // again, one at a time (see TeamOutcome::contended).
+  bool regrading = false;
+
+  auto start_team = [&](std::size_t i) {
+    TeamOutcome& t = summary.teams[i];
+    fs::remove_all(t.out, ec);
+    fs::create_directories(t.out, ec);
+    const fs::path log = t.out / "grade.log";
+    const std::vector<std::string> argv = grade_argv(options, t, summary.teams);
+    {
+      std::ofstream header(log);
+      header << "$";
+      for (const std::string& a : argv) header << " " << shell_quote(a);
+      header << "\n" << std::flush;
+    }
+    Running r{i, nullptr, Clock::now()};
+    try {
+      r.child = std::make_unique<ChildProcess>(argv, log, exe);
+    } catch (const Error& e) {
+      t.graded = false;
+      t.error = e.what();
+      if (!regrading) ++done;
+      if (events.finished) events.finished(t, done, total);
+      return;
+    }
+    if (events.started) events.started(t.team);
+    running.push_back(std::move(r));
+  };
+
+  auto finish = [&](Running& r, const ChildExit& exit) {
+    TeamOutcome& t = summary.teams[r.index];
+    t.wall_s = seconds_since(r.start);
+    t.exit_code = exit.signal == 0 && !exit.timed_out ? exit.exit_code : -1;
+    t.error.clear();
+    const bool report = read_team_report(t);
+    if (exit.timed_out) {
+      t.graded = false;
+      t.error = "convlab grade ran past " + number(options.team_timeout_s, 6) +
+                " s (--team-timeout) and was killed";
+    } else if (report && !t.grader_error.empty()) {
+      // `convlab grade` could not complete the grade for reasons of its own (exit 2).
+      t.graded = false;
+      t.error = "the grader failed: " + t.grader_error;
+    } else if (exit.signal != 0 || exit.exit_code != 0) {
+      // The submission's faults are failed checks in a report; a grade that ends otherwise is
+      // the grader's own failure, even where it left a report behind.
+      t.graded = false;
+      t.error = "convlab grade " + exit.describe() + (report ? " after writing its report" : "");
+    } else {
+      t.graded = report;
+    }
+    if (!t.graded) t.error += "; see " + (t.out / "grade.log").string();
+    if (!regrading) ++done;
+    if (events.finished) events.finished(t, done, total);
+  };
+
+  while (!queue.empty() || !running.empty()) {
+    if (g_stop != 0) {
+      summary.interrupted = true;
+      for (Running& r : running) {
+        r.child->kill_group(false);
+        TeamOutcome& t = summary.teams[r.index];
+        t.graded = false;
+        t.wall_s = seconds_since(r.start);
+        t.error = "interrupted while grading";
+      }
+      running.clear();
+      if (!regrading) {
+        for (std::size_t i : queue) {
+          summary.teams[i].error = "not graded: the class run was interrupted";
+        }
+      }
+      break;
+    }
+    const std::size_t capacity = warming || regrading ? 1 : static_cast<std::size_t>(jobs);
+    while (running.size() < capacity && !queue.empty()) {
+      const std::size_t i = queue.front();
+      queue.pop_front();
+      start_team(i);
+    }
+
+    for (auto it = running.begin(); it != running.end();) {
+      std::optional<ChildExit> exit = it->child->poll();
+      if (!exit && options.team_timeout_s > 0 &&
+          seconds_since(it->start) > options.team_timeout_s) {
+        exit = it->child->kill_group(true);
+      }
+      if (exit) {
+        finish(*it, *exit);
+        it = running.erase(it);
+        warming = false;
+      } else {
+        ++it;
+      }
+    }
+    if (queue.empty() && running.empty() && !regrading && jobs > 1) {
+      regrading = true;
+      for (std::size_t i = 0; i < summary.teams.size(); ++i) {
+        TeamOutcome& t = summary.teams[i];
+        if (t.graded && t.contended) {
+          t.regraded_alone = true;
+          queue.push_back(i);
+        }
+      }
+    }
+    if (events.tick) events.tick();
+    if (!running.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+
+  summary.duration_s = seconds_since(start);
+  auto write = [&](const char* name, const std::string& text) {
+    std::ofstream f(out / name);
+    f << text;
+    f.close();
+    if (!f) throw Error("cannot write " + (out / name).string());
+  };
+  write("summary.csv", summary_csv(summary));
+  write("summary.json", summary_json(summary));
+  return summary;
+}
+
+std::string summary_csv(const ClassSummary& s) {
+  std::ostringstream o;
+  o << "team,status,score,max_score,op_time_s,op_time_median_s,speedup,checks_passed,"
+       "checks_total,flags,wall_s,exit_code,error,regraded_alone\n";
+  for (const TeamOutcome& t : s.teams) {
+    std::string flags;
+    for (const std::string& f : t.flags) flags += (flags.empty() ? "" : "; ") + f;
+    o << csv_field(t.team) << "," << t.status() << "," << (t.graded ? number(t.score, 9) : "")
+      << "," << (t.graded ? number(t.max_score, 9) : "") << "," << optional_number(t.op_time_s)
+      << "," << optional_number(t.op_time_median_s) << "," << optional_number(t.speedup) << ","
+      << t.checks_passed << "," << t.checks_total << "," << csv_field(flags) << ","
+      << number(t.wall_s, 6) << "," << t.exit_code << "," << csv_field(t.error) << "\n";
+  }
+  return o.str();
+}
+
+std::string summary_json(const ClassSummary& s) {
+  json teams = json::array();
+  auto opt = [](const std::optional<double>& v) { return v ? json(*v) : json(nullptr); };
+  for (const TeamOutcome& t : s.teams) {
+    teams.push_back({{"team", t.team},
+                     {"status", t.status()},
+                     {"graded", t.graded},
+                     {"score", t.graded ? json(t.score) : json(nullptr)},
+                     {"max_score", t.graded ? json(t.max_score) : json(nullptr)},
+                     {"op_time_s", opt(t.op_time_s)},
+                     {"op_time_median_s", opt(t.op_time_median_s)},
+                     {"speedup", opt(t.speedup)},
+                     {"checks_passed", t.checks_passed},
+                     {"checks_total", t.checks_total},
+                     {"flags", t.flags},
+                     {"regraded_alone", t.regraded_alone},
+                     {"wall_s", t.wall_s},
+                     {"exit_code", t.exit_code},
+                     {"error", t.error},
+                     {"submission", t.submission.string()},
+                     {"out", t.out.string()}});
+  }
+  const json j{{"schema", "convlab-class-summary/1"},
+               {"milestone", s.milestone},
+               {"submissions", s.submissions.string()},
+               {"started_at", s.started_at},
+               {"duration_s", s.duration_s},
+               {"jobs", s.jobs},
+               {"interrupted", s.interrupted},
+               {"total", s.teams.size()},
+               {"graded", s.graded()},
+               {"teams", teams}};
+  return j.dump(2) + "\n";
+}
+
+std::string summary_table(const ClassSummary& s) {
+  std::size_t w = 4;
+  for (const TeamOutcome& t : s.teams) w = std::max(w, t.team.size());
+  auto pad = [](const std::string& text, std::size_t width) {
+    return text + std::string(text.size() < width ? width - text.size() : 1, ' ');
+  };
+  auto row = [&](const std::string& team, const std::string& score, const std::string& time,
+                 const std::string& status, const std::string& notes) {
+    std::string line = pad(team, w + 2) + pad(score, 12) + pad(time, 13) + pad(status, 14) + notes;
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    return line + "\n";
+  };
+  std::string text = row("team", "score", "op time", "status", "notes");
+  for (const TeamOutcome& t : s.teams) {
+    std::string notes;
+    if (!t.graded) {
+      notes = t.error;
+    } else {
+      for (const std::string& f : t.flags) notes += (notes.empty() ? "look: " : "; ") + f;
+      if (t.regraded_alone) {
+        notes += std::string(notes.empty() ? "" : "; ") +
+                 "graded again alone (a check ran out of processes while others were graded)";
+      }
+      if (t.checks_total > t.checks_passed) {
+        notes += (notes.empty() ? "" : "; ") + std::to_string(t.checks_total - t.checks_passed) +
+                 " of " + std::to_string(t.checks_total) + " checks not passed";
+      }
+    }
+    text += row(t.team, t.graded ? format_score(t.score) + "/" + format_score(t.max_score) : "-",
+                t.graded ? format_time(t.op_time_s) : "-", t.status(), notes);
+  }
+  return text;
+}
+
+}  // namespace convlab::grader

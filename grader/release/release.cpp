@@ -1,0 +1,291 @@
+#include "grader/release/release.hpp"
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "reference/core/error.hpp"
+#include "reference/driver/milestone.hpp"
+
+namespace convlab::grader {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// The starter kit is an allow-list at the top level, so a new staff folder stays out until
+// someone decides it belongs in the kit.
+const std::set<std::string> kTopFiles{".clang-format", ".gitignore", "CMakeLists.txt",
+                                      "CMakePresets.json", "README.md"};
+const std::set<std::string> kTopDirs{"cmake",     "datasets", "docs",  "grader", "milestones",
+                                     "reference", "student",  "tests", "tools"};
+// Inside tools/, only the scripts a team runs.
+const std::set<std::string> kTeamTools{"tools/setup.sh", "tools/test.sh", "tools/preset.sh",
+                                       "tools/gpu-check.sh"};
+// Staff-only parts inside the allowed folders, with the reason shown in the manifest.
+const std::map<std::string, std::string> kStaffPaths{
+    {"reference/solutions", "staff solutions"},
+    {"docs/instructor.md", "instructor guide"},
+    {"grader/class", "class grading (staff)"},
+    {"grader/release", "the release tool (staff)"},
+    {"grader/gradescope", "Gradescope autograder scripts (staff)"},
+    {"tests/grader/class", "tests of staff tools"},
+    {"tests/grader/release", "tests of staff tools"},
+    {"tests/tools", "tests of staff tools"},
+};
+
+bool is_junk_name(const std::string& name) {
+  static const std::array<const char*, 6> suffixes{"~", ".swp", ".swo", ".orig", ".rej", ".pyc"};
+  return std::any_of(suffixes.begin(), suffixes.end(),
+                     [&](const char* s) { return name.ends_with(s); });
+}
+
+// A path is written into a `sha256sum` manifest line as is; refuse the few names that format
+// escapes, so the manifest stays plain.
+bool is_plain_name(const std::string& rel) {
+  return rel.find_first_of("\\\n\r") == std::string::npos;
+}
+
+bool is_under(const fs::path& path, const fs::path& dir) {
+  if (dir.empty()) return false;
+  auto [d, p] = std::mismatch(dir.begin(), dir.end(), path.begin(), path.end());
+  return d == dir.end();
+}
+
+std::vector<std::string> public_models(const fs::path& root) {
+  std::set<std::string> names;
+  for (const std::string& id : milestone_ids()) {
+    if (!fs::exists(root / "milestones" / id / "checks.json")) continue;
+    const Milestone ms = load_milestone(root, id);
+    if (!ms.default_model.empty()) names.insert(ms.default_model);
+    for (const Check& c : ms.checks) names.insert(c.model);
+  }
+  std::vector<std::string> files;
+  for (const std::string& n : names) {
+    const std::string rel = "datasets/models/" + n + ".safetensors";
+    if (fs::is_regular_file(root / rel)) files.push_back(rel);
+  }
+  return files;
+}
+
+struct Captured {
+  int exit_code = -1;
+  std::string out;
+};
+
+// Runs argv (no shell) in `cwd` and captures its stdout; stderr goes to ours. exit_code is
+// 127 when the program cannot be started.
+Captured capture(const std::vector<std::string>& argv, const fs::path& cwd) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) throw Error(std::string("pipe failed: ") + std::strerror(errno));
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid < 0) throw Error(std::string("fork failed: ") + std::strerror(errno));
+  if (pid == 0) {
+    dup2(fds[1], STDOUT_FILENO);
+    const int null_in = open("/dev/null", O_RDONLY);
+    if (null_in >= 0) dup2(null_in, STDIN_FILENO);
+    if (chdir(cwd.c_str()) != 0) _exit(127);
+    execvp(args[0], args.data());
+    _exit(127);
+  }
+  close(fds[1]);
+  Captured c;
+  std::array<char, 65536> buf{};
+  for (;;) {
+    const ssize_t n = read(fds[0], buf.data(), buf.size());
+    if (n > 0) {
+      c.out.append(buf.data(), static_cast<std::size_t>(n));
+    } else if (n == 0 || errno != EINTR) {
+      break;
+    }
+  }
+  close(fds[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  c.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return c;
+}
+
+std::string utc_now() {
+  const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// "commit 1a2b3c4d5e6f" (plus a note when the tree has uncommitted changes), or empty where
+// the tree is not a git checkout or git is not installed.
+std::string source_commit(const fs::path& root) {
+  if (!fs::exists(root / ".git")) return {};
+  const Captured head =
+      capture({"git", "-C", root.string(), "rev-parse", "--short=12", "HEAD"}, root);
+  if (head.exit_code != 0 || head.out.empty()) return {};
+  std::string text = "commit " + head.out.substr(0, head.out.find('\n'));
+  const Captured dirty =
+      capture({"git", "-C", root.string(), "status", "--porcelain", "--untracked-files=no"}, root);
+  if (dirty.exit_code == 0 && !dirty.out.empty()) text += " with uncommitted changes";
+  return text;
+}
+
+void check_output_folder(const fs::path& root, const fs::path& out, bool force) {
+  if (out == root || is_under(root, out)) {
+    throw Error("--out " + out.string() + " is the framework tree or contains it; choose a " +
+                "folder outside " + root.string());
+  }
+  if (!fs::exists(out)) return;
+  if (!fs::is_directory(out)) {
+    throw Error("--out " + out.string() + " exists and is not a folder; choose another path");
+  }
+  if (fs::is_empty(out)) return;
+  if (!force) {
+    throw Error("--out " + out.string() + " is not empty; choose an empty or new folder, or " +
+                "pass --force to replace its contents");
+  }
+  if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') {
+    if (fs::weakly_canonical(home) == out) {
+      throw Error("--out " + out.string() + " is your home folder; choose a folder of its own");
+    }
+  }
+  for (const fs::directory_entry& e : fs::directory_iterator(out)) fs::remove_all(e.path());
+}
+
+}  // namespace
+
+ReleasePlan plan_release(const fs::path& root_in, const fs::path& exclude) {
+  const fs::path root = fs::weakly_canonical(root_in);
+  if (!fs::is_regular_file(root / "CMakeLists.txt") || !fs::is_directory(root / "student")) {
+    throw Error(root.string() + " is not a convlab tree (no CMakeLists.txt and student/); " +
+                "set CONVLAB_ROOT to the framework's top folder");
+  }
+  const fs::path skip = exclude.empty() ? fs::path() : fs::weakly_canonical(exclude);
+  ReleasePlan plan;
+  plan.public_models = public_models(root);
+  const std::set<std::string> public_set(plan.public_models.begin(), plan.public_models.end());
+
+  std::vector<fs::directory_entry> top{fs::directory_iterator(root), fs::directory_iterator()};
+  std::sort(top.begin(), top.end());
+  for (const fs::directory_entry& t : top) {
+    const std::string name = t.path().filename().string();
+    const bool dir = t.is_directory() && !t.is_symlink();
+    if (!(dir ? kTopDirs.contains(name) : kTopFiles.contains(name)) || t.is_symlink()) {
+      plan.left_out.emplace_back(name + (dir ? "/" : ""), "not part of the starter kit");
+      continue;
+    }
+    if (!dir) {
+      plan.files.push_back(name);
+      continue;
+    }
+    for (auto it = fs::recursive_directory_iterator(t.path());
+         it != fs::recursive_directory_iterator(); ++it) {
+      const fs::path& p = it->path();
+      const std::string rel = p.lexically_relative(root).generic_string();
+      const std::string base = p.filename().string();
+      const bool is_dir = it->is_directory() && !it->is_symlink();
+      auto leave = [&](const std::string& why) {
+        plan.left_out.emplace_back(rel + (is_dir ? "/" : ""), why);
+        if (is_dir) it.disable_recursion_pending();
+      };
+      if (!skip.empty() && is_under(p, skip)) {
+        leave("the release folder itself");
+      } else if (auto s = kStaffPaths.find(rel); s != kStaffPaths.end()) {
+        leave(s->second);
+      } else if (rel.starts_with("tools/") && !kTeamTools.contains(rel)) {
+        leave("staff tool (trainer, calibrator)");
+      } else if (it->is_symlink()) {
+        leave("symbolic link");
+      } else if (base.starts_with(".")) {
+        leave("hidden file or folder");
+      } else if (is_dir) {
+        continue;
+      } else if (!it->is_regular_file()) {
+        leave("not a regular file");
+      } else if (p.extension() == ".safetensors" && !public_set.contains(rel)) {
+        plan.refused_models.push_back(rel);
+        leave("model file that is not a public model (hidden models never leave staff hands)");
+      } else if (is_junk_name(base)) {
+        leave("editor or patch leftover");
+      } else if (!is_plain_name(rel)) {
+        leave("file name with a backslash or line break");
+      } else {
+        plan.files.push_back(rel);
+      }
+    }
+  }
+  std::sort(plan.files.begin(), plan.files.end());
+  std::sort(plan.left_out.begin(), plan.left_out.end());
+  return plan;
+}
+
+ReleaseResult make_release(const ReleaseOptions& options, const ReleaseProgressFn& progress) {
+  auto say = [&](const std::string& line) {
+    if (progress) progress(line);
+  };
+  if (options.out.empty()) throw Error("--out is required: the folder the starter kit goes to");
+  const fs::path root = fs::weakly_canonical(options.root);
+  const fs::path out = fs::weakly_canonical(fs::absolute(options.out));
+  check_output_folder(root, out, options.force);
+
+  ReleaseResult result;
+  result.plan = plan_release(root, out);
+  const ReleasePlan& plan = result.plan;
+  say("copying " + std::to_string(plan.files.size()) + " files from " + root.string() + " to " +
+      out.string());
+  std::error_code ec;
+  fs::create_directories(out, ec);
+  if (ec) throw Error("cannot create " + out.string() + ": " + ec.message());
+  for (const std::string& rel : plan.files) {
+    const fs::path dst = out / rel;
+    fs::create_directories(dst.parent_path(), ec);
+    if (!ec) fs::copy_file(root / rel, dst, fs::copy_options::overwrite_existing, ec);
+    if (!ec) fs::permissions(dst, fs::status(root / rel).permissions(), ec);
+    if (ec) throw Error("cannot copy " + rel + " to " + dst.string() + ": " + ec.message());
+    result.bytes += fs::file_size(dst);
+  }
+
+  // The manifest is in `sha256sum` format, with '#' comment lines, so anyone can audit a
+  // release with `sha256sum -c RELEASE`.
+  say("writing " + std::string(kReleaseManifest) + " (SHA-256 of every file)");
+  std::vector<std::string> argv{"sha256sum", "--"};
+  argv.insert(argv.end(), plan.files.begin(), plan.files.end());
+  const Captured sums = capture(argv, out);
+  if (sums.exit_code == 127) {
+    throw Error("sha256sum not found: install coreutils, then run the release again");
+  }
+  if (sums.exit_code != 0) throw Error("sha256sum failed on the release in " + out.string());
+
+  std::ostringstream manifest;
+  manifest << "# convlab student release (convlab " << CONVLAB_VERSION << ")\n";
+  const std::string commit = source_commit(root);
+  if (!commit.empty()) manifest << "# made from " << commit << "\n";
+  manifest << "# made " << utc_now() << "; " << plan.files.size() << " files, " << result.bytes
+           << " bytes\n";
+  manifest << "# left out:\n";
+  for (const auto& [path, why] : plan.left_out) manifest << "#   " << path << " (" << why << ")\n";
+  manifest << "# check it from this folder: sha256sum -c " << kReleaseManifest << "\n";
+  manifest << sums.out;
+  result.manifest = out / kReleaseManifest;
+  std::ofstream file(result.manifest);
+  file << manifest.str();
+  file.close();
+  if (!file) throw Error("cannot write " + result.manifest.string());
+  return result;
+}
+
+}  // namespace convlab::grader

@@ -1,0 +1,59 @@
+/// @file
+/// @brief `convlab release`: the student starter kit, copied from the framework tree without
+/// the staff solutions, the staff tools, the instructor guide, build and data folders, and
+/// without any model file that is not one of the public models. A RELEASE manifest
+/// (`sha256sum -c RELEASE` checks it) records every file and its SHA-256.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace convlab::grader {
+
+/// What goes into a release and what stays out.
+struct ReleasePlan {
+  /// Files to copy, relative to the framework root, sorted.
+  std::vector<std::string> files;
+  /// (path, why) of everything left out; a folder left out is one entry.
+  std::vector<std::pair<std::string, std::string>> left_out;
+  /// Model files (.safetensors) that are not public models: never copied. A non-empty list is
+  /// what an instructor must look at (a hidden model inside the framework tree).
+  std::vector<std::string> refused_models;
+  /// The public models: those a milestone's checks.json names, found in datasets/models.
+  std::vector<std::string> public_models;
+};
+
+/// Decides, from the framework tree at `root`, what a release holds. Paths under `exclude`
+/// (the release's own folder when it lies inside the tree) are skipped.
+ReleasePlan plan_release(const std::filesystem::path& root,
+                         const std::filesystem::path& exclude = {});
+
+/// What `convlab release` accepts.
+struct ReleaseOptions {
+  std::filesystem::path root;  ///< the framework tree (convlab_root())
+  std::filesystem::path out;   ///< where the starter kit goes
+  bool force = false;          ///< replace the contents of a non-empty `out`
+};
+
+/// What was written.
+struct ReleaseResult {
+  ReleasePlan plan;
+  std::filesystem::path manifest;  ///< out/RELEASE
+  std::uintmax_t bytes = 0;        ///< total size of the copied files
+};
+
+/// One line of progress for the terminal.
+using ReleaseProgressFn = std::function<void(const std::string& line)>;
+
+/// Copies the plan's files into options.out and writes the manifest. Throws Error when `out`
+/// is not empty (without force), overlaps the framework tree, or cannot be written.
+ReleaseResult make_release(const ReleaseOptions& options, const ReleaseProgressFn& progress = {});
+
+/// Name of the manifest file at the top of a release.
+inline constexpr const char* kReleaseManifest = "RELEASE";
+
+}  // namespace convlab::grader

@@ -1,0 +1,184 @@
+// `convlab release` on a small fake framework tree: what goes in, what stays out (staff
+// solutions, tools, instructor guide, hidden models), the manifest, and the --out rules.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+
+#include "tests/support/test_support.hpp"
+
+namespace fs = std::filesystem;
+using convlab::test::run_command;
+using convlab::test::TempDir;
+
+namespace {
+
+void write(const fs::path& file, const std::string& text = "x\n") {
+  fs::create_directories(file.parent_path());
+  std::ofstream(file) << text;
+}
+
+// A tree with one file of every kind the release must sort.
+fs::path make_fake_tree(const fs::path& root) {
+  const fs::path src = convlab::test::source_dir();
+  for (const char* f :
+       {"CMakeLists.txt", "README.md", ".gitignore", "student/m2/conv_cpu.cpp",
+        "reference/core/error.hpp", "docs/student.md", "tools/setup.sh", "grader/grade/grade.hpp",
+        "tests/grader/grade/test_grade.cpp", "datasets/fetch-fashion-mnist.sh"}) {
+    write(root / f);
+  }
+  fs::permissions(root / "datasets/fetch-fashion-mnist.sh", fs::perms::owner_exec,
+                  fs::perm_options::add);
+  for (const char* m : {"m1", "m2", "m3", "final"}) {
+    fs::create_directories(root / "milestones" / m);
+    fs::copy_file(src / "milestones" / m / "checks.json", root / "milestones" / m / "checks.json");
+  }
+  for (const char* m : {"baseline", "ece408-high", "ece408-low", "two-conv"}) {
+    write(root / "datasets/models" / (std::string(m) + ".safetensors"));
+  }
+  // Everything below must stay out.
+  for (const char* f : {"datasets/models/hidden-1.safetensors",
+                        "tests/fixtures/model.safetensors",
+                        "reference/solutions/m2/conv_cpu.cpp",
+                        "docs/instructor.md",
+                        "tools/train/trainer.cpp",
+                        "tools/calibrate/calibrate.cpp",
+                        "tools/README.md",
+                        "tools/CMakeLists.txt",
+                        "grader/class/grade_all.cpp",
+                        "grader/release/release.cpp",
+                        "grader/gradescope/run_autograder",
+                        "tests/tools/test_trainer.cpp",
+                        "tests/grader/release/test_release.cpp",
+                        "tests/grader/class/test_grade_all.cpp",
+                        "build/default/convlab",
+                        ".git/HEAD",
+                        ".data/fashion-mnist/x.gz",
+                        ".ci/run",
+                        "seeds/report.md",
+                        "student/m2/conv_cpu.cpp~",
+                        "student/m2/.conv_cpu.cpp.swp"}) {
+    write(root / f);
+  }
+  fs::create_symlink("/etc/hostname", root / "student/m2/link.cpp");
+  return root;
+}
+
+std::set<std::string> files_under(const fs::path& dir) {
+  std::set<std::string> files;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    if (!e.is_directory()) files.insert(e.path().lexically_relative(dir).generic_string());
+  }
+  return files;
+}
+
+int release(const fs::path& root, const fs::path& out, const std::string& extra,
+            std::string* output) {
+  return run_command("CONVLAB_ROOT='" + root.string() + "' '" +
+                         convlab::test::convlab_binary().string() + "' release --out '" +
+                         out.string() + "' " + extra,
+                     output);
+}
+
+}  // namespace
+
+TEST_CASE("the release holds the team's files and nothing staff-only") {
+  TempDir tmp;
+  const fs::path root = make_fake_tree(tmp.path() / "tree");
+  const fs::path out = tmp.path() / "kit";
+  std::string output;
+  REQUIRE_MESSAGE(release(root, out, "", &output) == 0, output);
+
+  const std::set<std::string> expected{".gitignore",
+                                       "CMakeLists.txt",
+                                       "README.md",
+                                       "RELEASE",
+                                       "datasets/fetch-fashion-mnist.sh",
+                                       "datasets/models/baseline.safetensors",
+                                       "datasets/models/ece408-high.safetensors",
+                                       "datasets/models/ece408-low.safetensors",
+                                       "datasets/models/two-conv.safetensors",
+                                       "docs/student.md",
+                                       "grader/grade/grade.hpp",
+                                       "milestones/final/checks.json",
+                                       "milestones/m1/checks.json",
+                                       "milestones/m2/checks.json",
+                                       "milestones/m3/checks.json",
+                                       "reference/core/error.hpp",
+                                       "student/m2/conv_cpu.cpp",
+                                       "tests/grader/grade/test_grade.cpp",
+                                       "tools/setup.sh"};
+  CHECK(files_under(out) == expected);
+
+  // Hidden models are refused loudly, by name.
+  CHECK(output.find("refused to copy 2 model file(s)") != std::string::npos);
+  CHECK(output.find("datasets/models/hidden-1.safetensors") != std::string::npos);
+  CHECK(output.find("tests/fixtures/model.safetensors") != std::string::npos);
+  // Permissions survive (the scripts stay executable).
+  CHECK((fs::status(out / "datasets/fetch-fashion-mnist.sh").permissions() &
+         fs::perms::owner_exec) != fs::perms::none);
+
+  // The manifest lists every file once and checks out with sha256sum.
+  std::string check;
+  CHECK_MESSAGE(
+      run_command("cd '" + out.string() + "' && sha256sum -c --strict RELEASE", &check) == 0,
+      check);
+  std::ifstream manifest(out / "RELEASE");
+  std::string line;
+  int listed = 0;
+  while (std::getline(manifest, line)) listed += line.starts_with("#") ? 0 : 1;
+  CHECK(listed == static_cast<int>(expected.size()) - 1);
+
+  // A file changed after the release fails the audit.
+  write(out / "student/m2/conv_cpu.cpp", "changed\n");
+  CHECK(run_command("cd '" + out.string() + "' && sha256sum -c --quiet RELEASE", &check) != 0);
+}
+
+TEST_CASE("--out must be new or empty unless --force, and never the tree itself") {
+  TempDir tmp;
+  const fs::path root = make_fake_tree(tmp.path() / "tree");
+  const fs::path out = tmp.path() / "kit";
+  write(out / "stale.txt");
+  std::string output;
+  CHECK(release(root, out, "", &output) == 1);
+  CHECK(output.find("is not empty") != std::string::npos);
+  CHECK(output.find("--force") != std::string::npos);
+  CHECK(fs::exists(out / "stale.txt"));
+  CHECK_FALSE(fs::exists(out / "RELEASE"));
+
+  REQUIRE_MESSAGE(release(root, out, "--force", &output) == 0, output);
+  CHECK_FALSE(fs::exists(out / "stale.txt"));
+  CHECK(fs::exists(out / "RELEASE"));
+
+  CHECK(release(root, root, "--force", &output) == 1);
+  CHECK(output.find("framework tree") != std::string::npos);
+  CHECK(release(root, tmp.path(), "--force", &output) == 1);
+  CHECK(fs::exists(root / "student/m2/conv_cpu.cpp"));
+
+  write(tmp.path() / "file");
+  CHECK(release(root, tmp.path() / "file", "", &output) == 1);
+  CHECK(output.find("not a folder") != std::string::npos);
+}
+
+TEST_CASE("a release written inside the tree does not copy itself") {
+  TempDir tmp;
+  const fs::path root = make_fake_tree(tmp.path() / "tree");
+  const fs::path out = root / "docs" / "kit";
+  std::string output;
+  REQUIRE_MESSAGE(release(root, out, "", &output) == 0, output);
+  REQUIRE_MESSAGE(release(root, out, "--force", &output) == 0, output);
+  const auto files = files_under(out);
+  CHECK(std::none_of(files.begin(), files.end(),
+                     [](const std::string& f) { return f.starts_with("docs/kit"); }));
+  CHECK(files.contains("docs/student.md"));
+}
+
+TEST_CASE("a folder that is not a convlab tree is refused with what to do") {
+  TempDir tmp;
+  std::string output;
+  CHECK(release(tmp.path(), tmp.path() / "kit", "", &output) == 1);
+  CHECK(output.find("CONVLAB_ROOT") != std::string::npos);
+}
