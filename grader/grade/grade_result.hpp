@@ -15,7 +15,17 @@ namespace convlab::grader {
 enum class CheckStatus { passed, failed, skipped };
 
 /// "passed", "failed", "skipped"
-const char* status_name(CheckStatus s);
+inline const char* status_name(CheckStatus s) {
+  switch (s) {
+    case CheckStatus::passed:
+      return "passed";
+    case CheckStatus::failed:
+      return "failed";
+    case CheckStatus::skipped:
+      return "skipped";
+  }
+  return "failed";
+}
 
 /// One graded check. `reason` is a stable code the tests and the database use:
 ///

@@ -13,18 +13,6 @@ namespace convlab::grader {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-const char* status_name(CheckStatus s) {
-  switch (s) {
-    case CheckStatus::passed:
-      return "passed";
-    case CheckStatus::failed:
-      return "failed";
-    case CheckStatus::skipped:
-      return "skipped";
-  }
-  return "failed";
-}
-
 namespace {
 
 template <typename T>

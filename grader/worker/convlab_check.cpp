@@ -51,6 +51,7 @@
 #ifdef CONVLAB_HAVE_CUDA
 #include "reference/conv/cudnn_conv.hpp"
 #include "reference/core/cuda_check.hpp"
+#include "reference/core/cuda_stream.hpp"
 #include "reference/core/device_buffer.hpp"
 #include "reference/network/network_gpu.hpp"
 #endif
@@ -395,19 +396,6 @@ std::vector<float> elementwise_cpu(const ConvShape& s, const std::vector<float>&
 }
 
 #ifdef CONVLAB_HAVE_CUDA
-// Owns a stream.
-class Stream {
- public:
-  Stream() { CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)); }
-  ~Stream() { cudaStreamDestroy(stream_); }
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
-  cudaStream_t get() const { return stream_; }
-
- private:
-  cudaStream_t stream_ = nullptr;
-};
-
 // The same on the GPU: a kernel must write every element on every call, not only the first.
 // `launch(y, x, k, stream)` makes one call; `y_elements` is the size of its output.
 template <typename Launch>
@@ -417,7 +405,7 @@ std::vector<float> elementwise_gpu(const std::string& what, const ConvShape& s,
   convlab::DeviceBuffer dx(s.x_elements()), dk(s.k_elements()), dy(y_elements);
   dx.upload(x);
   dk.upload(k);
-  Stream stream;
+  convlab::CudaStream stream;
   try {
     for (int call = 0; call < 2; ++call) {
       dy.fill_bytes(0xff);

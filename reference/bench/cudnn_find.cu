@@ -62,22 +62,7 @@ CudnnFinder::~CudnnFinder() {
 void CudnnFinder::prepare(const ConvShape& shape, cudaStream_t stream) {
   shape.validate();
   CUDNN_CHECK(cudnnSetStream(handle_, stream));
-  CUDNN_CHECK(cudnnSetTensor4dDescriptor(x_desc_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, shape.B,
-                                         shape.C, shape.H, shape.W));
-  CUDNN_CHECK(cudnnSetFilter4dDescriptor(k_desc_, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, shape.M,
-                                         shape.C, shape.K, shape.K));
-  // pad 0, stride 1, dilation 1; cross-correlation is what the course's formula computes.
-  CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv_desc_, 0, 0, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION,
-                                              CUDNN_DATA_FLOAT));
-  CUDNN_CHECK(cudnnSetConvolutionMathType(conv_desc_, CUDNN_FMA_MATH));
-  int n = 0, c = 0, h = 0, w = 0;
-  CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(conv_desc_, x_desc_, k_desc_, &n, &c, &h, &w));
-  if (n != shape.B || c != shape.M || h != shape.H_out() || w != shape.W_out()) {
-    throw Error("cuDNN output shape " + std::to_string(n) + "x" + std::to_string(c) + "x" +
-                std::to_string(h) + "x" + std::to_string(w) + " disagrees with " +
-                shape.to_string());
-  }
-  CUDNN_CHECK(cudnnSetTensor4dDescriptor(y_desc_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, c, h, w));
+  set_conv_descriptors(shape, x_desc_, k_desc_, conv_desc_, y_desc_);
 }
 
 std::size_t CudnnFinder::workspace_for(int algo_id) const {

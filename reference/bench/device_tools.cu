@@ -50,19 +50,6 @@ void fill_uniform(float* p, std::int64_t n, std::uint64_t seed, cudaStream_t str
   CUDA_CHECK_LAUNCH();
 }
 
-BenchStream::BenchStream() {
-  CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamDefault));
-}
-
-BenchStream::~BenchStream() {
-  cudaStreamDestroy(stream_);
-}
-
-void BenchStream::sync() const {
-  CUDA_CHECK(cudaStreamSynchronize(stream_));
-  CUDA_CHECK(cudaGetLastError());
-}
-
 L2Flusher::L2Flusher(bool enabled) {
   if (!enabled) return;
   int device = 0, l2 = 0;

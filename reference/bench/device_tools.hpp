@@ -9,6 +9,7 @@
 #include <functional>
 #include <vector>
 
+#include "reference/core/cuda_stream.hpp"
 #include "reference/core/device_buffer.hpp"
 
 namespace convlab {
@@ -21,19 +22,9 @@ void fill_uniform(float* p, std::int64_t n, std::uint64_t seed, cudaStream_t str
 /// The stream the bench runs everything on. It is a blocking stream: it synchronises with the
 /// legacy default stream, so a kernel launched there by mistake is still inside the timed
 /// interval instead of escaping it.
-class BenchStream {
+class BenchStream : public CudaStream {
  public:
-  BenchStream();
-  ~BenchStream();
-  BenchStream(const BenchStream&) = delete;
-  BenchStream& operator=(const BenchStream&) = delete;
-  /// The CUDA stream.
-  cudaStream_t get() const { return stream_; }
-  /// Waits for the stream's work and throws CudaError if anything on the device failed.
-  void sync() const;
-
- private:
-  cudaStream_t stream_ = nullptr;
+  BenchStream() : CudaStream(cudaStreamDefault) {}
 };
 
 /// Evicts the L2 cache by writing a buffer of twice its size (cudaDeviceProp::l2CacheSize), so

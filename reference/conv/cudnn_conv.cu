@@ -38,26 +38,33 @@ CudnnConv::~CudnnConv() {
   if (handle_ != nullptr) cudnnDestroy(handle_);
 }
 
-void CudnnConv::prepare(const ConvShape& shape) {
-  shape.validate();
-  prepared_ = ConvShape{};  // stays empty if anything below throws
-  CUDNN_CHECK(cudnnSetTensor4dDescriptor(x_desc_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, shape.B,
-                                         shape.C, shape.H, shape.W));
-  CUDNN_CHECK(cudnnSetFilter4dDescriptor(k_desc_, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, shape.M,
-                                         shape.C, shape.K, shape.K));
-  CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv_desc_, 0, 0, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION,
+void set_conv_descriptors(const ConvShape& shape, cudnnTensorDescriptor_t x,
+                          cudnnFilterDescriptor_t k, cudnnConvolutionDescriptor_t conv,
+                          cudnnTensorDescriptor_t y) {
+  CUDNN_CHECK(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, shape.B, shape.C,
+                                         shape.H, shape.W));
+  CUDNN_CHECK(cudnnSetFilter4dDescriptor(k, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, shape.M, shape.C,
+                                         shape.K, shape.K));
+  // pad 0, stride 1, dilation 1; cross-correlation is what the course's formula computes.
+  CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv, 0, 0, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION,
                                               CUDNN_DATA_FLOAT));
   // True fp32: no TF32 tensor-core paths, whatever the GPU.
-  CUDNN_CHECK(cudnnSetConvolutionMathType(conv_desc_, CUDNN_FMA_MATH));
+  CUDNN_CHECK(cudnnSetConvolutionMathType(conv, CUDNN_FMA_MATH));
 
   int n = 0, c = 0, h = 0, w = 0;
-  CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(conv_desc_, x_desc_, k_desc_, &n, &c, &h, &w));
+  CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(conv, x, k, &n, &c, &h, &w));
   if (n != shape.B || c != shape.M || h != shape.H_out() || w != shape.W_out()) {
     throw Error("cuDNN output shape " + std::to_string(n) + "x" + std::to_string(c) + "x" +
                 std::to_string(h) + "x" + std::to_string(w) + " disagrees with " +
                 shape.to_string());
   }
-  CUDNN_CHECK(cudnnSetTensor4dDescriptor(y_desc_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, c, h, w));
+  CUDNN_CHECK(cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, c, h, w));
+}
+
+void CudnnConv::prepare(const ConvShape& shape) {
+  shape.validate();
+  prepared_ = ConvShape{};  // stays empty if anything below throws
+  set_conv_descriptors(shape, x_desc_, k_desc_, conv_desc_, y_desc_);
 
   // The heuristics rank the algorithms; take the first that works and whose workspace we
   // can allocate (a large workspace may not fit next to a large batch).
@@ -150,7 +157,9 @@ std::string cudnn_algorithm_name(cudnnConvolutionFwdAlgo_t algo) {
   return "algorithm " + std::to_string(static_cast<int>(algo));
 }
 
-std::string CudnnConv::algorithm() const { return cudnn_algorithm_name(algo_); }
+std::string CudnnConv::algorithm() const {
+  return cudnn_algorithm_name(algo_);
+}
 
 namespace {
 CudnnConv& thread_cudnn_conv() {

@@ -22,6 +22,13 @@ void cudnn_check(cudnnStatus_t status, const char* call, const char* file, int l
 /// "IMPLICIT_GEMM", "FFT_TILING", ... (cudnnConvolutionFwdAlgo_t without its prefix).
 std::string cudnn_algorithm_name(cudnnConvolutionFwdAlgo_t algo);
 
+/// Describes y = conv(x, k) for `shape` in the given descriptors: NCHW fp32, cross-correlation,
+/// no padding, stride 1, FMA math only (no TF32). Throws Error if cuDNN's output shape
+/// disagrees with the shape's.
+void set_conv_descriptors(const ConvShape& shape, cudnnTensorDescriptor_t x,
+                          cudnnFilterDescriptor_t k, cudnnConvolutionDescriptor_t conv,
+                          cudnnTensorDescriptor_t y);
+
 /// A cuDNN forward convolution (fp32, cross-correlation, no padding, stride 1).
 /// Descriptors, the algorithm and the workspace are set up on the first call for a shape and
 /// reused while the shape stays the same.

@@ -7,25 +7,13 @@
 #include <vector>
 
 #include "reference/core/cuda_check.hpp"
+#include "reference/core/cuda_stream.hpp"
 #include "reference/core/device_buffer.hpp"
 #include "reference/layers/gpu_layers.hpp"
 
 namespace convlab {
 
 namespace {
-
-// Owns the stream the whole run is queued on.
-class Stream {
- public:
-  Stream() { CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)); }
-  ~Stream() { cudaStreamDestroy(stream_); }
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
-  cudaStream_t get() const { return stream_; }
-
- private:
-  cudaStream_t stream_ = nullptr;
-};
 
 DeviceBuffer to_device(const Tensor& t) {
   DeviceBuffer d(t.size());
@@ -63,7 +51,7 @@ NetworkRun run_network_gpu(const Model& model, const Tensor& input, const GpuCon
   const std::int64_t n = input.dim(0);
   const std::vector<Shape> shapes = model.output_shapes();
 
-  Stream stream;
+  CudaStream stream;  // the whole run is queued on it
   gpu::Layers layers(stream.get());
   std::vector<DeviceBuffer> weights, biases;
   for (const Layer& layer : model.layers) {
