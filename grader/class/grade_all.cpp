@@ -51,9 +51,11 @@ bool is_under(const fs::path& path, const fs::path& dir) {
 }
 
 // The command line of one team's grade; argv[0] is what the log shows. The other teams'
-// submissions and results are hidden from this team's checks.
+// submissions and results (every team of the class, graded now or not) are hidden from this
+// team's checks.
 std::vector<std::string> grade_argv(const GradeAllOptions& o, const TeamOutcome& t,
-                                    const std::vector<TeamOutcome>& all) {
+                                    const std::vector<fs::path>& class_folders,
+                                    const fs::path& out) {
   std::vector<std::string> argv{"convlab",     "grade",     t.submission.string(),
                                 "--milestone", o.milestone, "--team",
                                 t.team,        "--out",     t.out.string()};
@@ -67,12 +69,67 @@ std::vector<std::string> grade_argv(const GradeAllOptions& o, const TeamOutcome&
   if (o.seed) add("--seed", std::to_string(*o.seed));
   if (o.runs) add("--runs", std::to_string(*o.runs));
   if (o.cache) add("--cache", o.cache->string());
-  for (const TeamOutcome& other : all) {
-    if (other.team == t.team) continue;
-    add("--hide", other.submission.string());
-    add("--hide", other.out.string());
+  for (const fs::path& other : class_folders) {
+    if (other == t.submission) continue;
+    add("--hide", other.string());
+    add("--hide", (out / other.filename()).string());
   }
   return argv;
+}
+
+// A row of an earlier summary.json (the teams a --team run does not grade again).
+TeamOutcome team_from_json(const json& j) {
+  auto opt = [&](const char* key) -> std::optional<double> {
+    if (auto it = j.find(key); it != j.end() && it->is_number()) return it->get<double>();
+    return std::nullopt;
+  };
+  TeamOutcome t;
+  t.team = j.value("team", "");
+  t.submission = j.value("submission", "");
+  t.out = j.value("out", "");
+  t.graded = j.value("graded", false);
+  t.error = j.value("error", "");
+  t.exit_code = j.value("exit_code", -1);
+  t.wall_s = j.value("wall_s", 0.0);
+  t.score = opt("score").value_or(0.0);
+  t.max_score = opt("max_score").value_or(0.0);
+  t.op_time_s = opt("op_time_s");
+  t.op_time_median_s = opt("op_time_median_s");
+  t.speedup = opt("speedup");
+  t.checks_passed = j.value("checks_passed", 0);
+  t.checks_total = j.value("checks_total", 0);
+  t.flags = j.value("flags", std::vector<std::string>{});
+  t.regraded_alone = j.value("regraded_alone", false);
+  return t;
+}
+
+// The rows of OUT/summary.json for `milestone` whose team is still in the class and is not
+// graded now; nothing when there is no such file (or it cannot be read).
+std::vector<TeamOutcome> earlier_rows(const fs::path& out, const std::string& milestone,
+                                      const std::vector<fs::path>& class_folders,
+                                      const std::vector<fs::path>& graded_now) {
+  std::vector<TeamOutcome> rows;
+  std::ifstream in(out / "summary.json");
+  if (!in) return rows;
+  try {
+    const json s = json::parse(in);
+    if (s.value("schema", "") != "convlab-class-summary/1" ||
+        s.value("milestone", "") != milestone) {
+      return rows;
+    }
+    for (const json& row : s.at("teams")) {
+      TeamOutcome t = team_from_json(row);
+      auto is_team = [&](const fs::path& f) { return f.filename() == t.team; };
+      if (std::none_of(class_folders.begin(), class_folders.end(), is_team) ||
+          std::any_of(graded_now.begin(), graded_now.end(), is_team)) {
+        continue;
+      }
+      rows.push_back(std::move(t));
+    }
+  } catch (const json::exception&) {
+    rows.clear();  // not a summary this grader wrote: start a new one
+  }
+  return rows;
 }
 
 std::string shell_quote(const std::string& s) {
@@ -237,7 +294,8 @@ ClassSummary grade_all(const GradeAllOptions& options, const GradeAllEvents& eve
   if (out == submissions) {
     throw Error("--out must not be the submissions folder itself; choose another folder");
   }
-  std::vector<fs::path> folders = find_team_folders(submissions, out);
+  const std::vector<fs::path> class_folders = find_team_folders(submissions, out);
+  std::vector<fs::path> folders = class_folders;
 
   if (!options.teams.empty()) {
     std::vector<fs::path> chosen;
@@ -258,18 +316,24 @@ ClassSummary grade_all(const GradeAllOptions& options, const GradeAllEvents& eve
   summary.milestone = options.milestone;
   summary.submissions = submissions;
   summary.started_at = utc_now();
+  for (const fs::path& f : class_folders) {
+    // Removing a team's old results must never touch a submission.
+    const fs::path team_out = out / f.filename();
+    if (is_under(submissions, team_out) || is_under(team_out, f)) {
+      throw Error("--out " + out.string() + " overlaps the submission of team " +
+                  f.filename().string() + "; choose a folder outside " + submissions.string());
+    }
+  }
   for (const fs::path& f : folders) {
     TeamOutcome t;
     t.team = f.filename().string();
     t.submission = f;
     t.out = out / t.team;
-    // Removing a team's old results must never touch a submission.
-    if (is_under(submissions, t.out) || is_under(t.out, f)) {
-      throw Error("--out " + out.string() + " overlaps the submission of team " + t.team +
-                  "; choose a folder outside " + submissions.string());
-    }
     summary.teams.push_back(std::move(t));
   }
+  // Re-grading some teams keeps the other teams' rows of the summary.
+  std::vector<TeamOutcome> kept;
+  if (!options.teams.empty()) kept = earlier_rows(out, options.milestone, class_folders, folders);
   std::error_code ec;
   fs::create_directories(out, ec);
   if (ec || !fs::is_directory(out)) {
@@ -302,7 +366,7 @@ ClassSummary grade_all(const GradeAllOptions& options, const GradeAllEvents& eve
     fs::remove_all(t.out, ec);
     fs::create_directories(t.out, ec);
     const fs::path log = t.out / "grade.log";
-    const std::vector<std::string> argv = grade_argv(options, t, summary.teams);
+    const std::vector<std::string> argv = grade_argv(options, t, class_folders, out);
     {
       std::ofstream header(log);
       header << "$";
@@ -404,6 +468,9 @@ ClassSummary grade_all(const GradeAllOptions& options, const GradeAllEvents& eve
   }
 
   summary.duration_s = seconds_since(start);
+  for (TeamOutcome& t : kept) summary.teams.push_back(std::move(t));
+  std::sort(summary.teams.begin(), summary.teams.end(),
+            [](const TeamOutcome& a, const TeamOutcome& b) { return a.team < b.team; });
   auto write = [&](const char* name, const std::string& text) {
     std::ofstream f(out / name);
     f << text;

@@ -18,7 +18,7 @@ namespace convlab::grader {
 struct GradeAllOptions {
   std::filesystem::path submissions;        ///< one subfolder per team; the team is the folder name
   std::string milestone;                    ///< m2, m3, final or all
-  std::filesystem::path out;                ///< <out>/<team>/ per team, summary.* at the top
+  std::filesystem::path out;                ///< OUT/TEAM/ per team, summary.* at the top
   std::optional<std::filesystem::path> db;  ///< passed on to every `convlab grade`
   std::vector<std::filesystem::path> model_dirs;  ///< hidden models, passed on
   std::optional<std::filesystem::path> data;      ///< Fashion-MNIST directory, passed on
@@ -36,16 +36,20 @@ struct GradeAllOptions {
 
 /// One team's outcome.
 struct TeamOutcome {
-  std::string team;
-  std::filesystem::path submission;
-  std::filesystem::path out;  ///< <out>/<team>
-  bool graded = false;        ///< a report was written (whatever the score)
-  std::string error;          ///< why not, when !graded
-  int exit_code = -1;         ///< of `convlab grade`; -1 when killed
-  double wall_s = 0.0;
-  double score = 0.0, max_score = 0.0;
-  std::optional<double> op_time_s, op_time_median_s, speedup;
-  int checks_passed = 0, checks_total = 0;
+  std::string team;                        ///< the submission folder's name
+  std::filesystem::path submission;        ///< the team's folder
+  std::filesystem::path out;               ///< OUT/TEAM: report.json, results.json, grade.log
+  bool graded = false;                     ///< a report was written (whatever the score)
+  std::string error;                       ///< why not, when !graded
+  int exit_code = -1;                      ///< of `convlab grade`; -1 when killed
+  double wall_s = 0.0;                     ///< how long the team's grade took
+  double score = 0.0;                      ///< from the report
+  double max_score = 0.0;                  ///< from the report
+  std::optional<double> op_time_s;         ///< the ranked time, when its check passed
+  std::optional<double> op_time_median_s;  ///< median of the ranked time's runs
+  std::optional<double> speedup;           ///< reference time / ranked time
+  int checks_passed = 0;                   ///< checks with status "passed"
+  int checks_total = 0;                    ///< checks in the report
   std::vector<std::string> flags;  ///< reasons for a human look (e.g. 10x faster than cuDNN)
   std::string grader_error;  ///< the report's own grader_error (the grader's fault, not the team's)
   /// A check failed with "Resource temporarily unavailable": it could not start a thread or
@@ -61,13 +65,13 @@ struct TeamOutcome {
 
 /// The whole class run.
 struct ClassSummary {
-  std::string milestone;
-  std::filesystem::path submissions;
-  std::string started_at;  ///< UTC, ISO 8601
-  double duration_s = 0.0;
-  int jobs = 1;                    ///< graders at once
+  std::string milestone;              ///< m2, m3, final or all
+  std::filesystem::path submissions;  ///< the class folder
+  std::string started_at;             ///< UTC, ISO 8601
+  double duration_s = 0.0;            ///< the whole run
+  int jobs = 1;                       ///< graders at once
   bool interrupted = false;        ///< stopped by SIGINT/SIGTERM; the teams not reached are missing
-  std::vector<TeamOutcome> teams;  ///< sorted by team
+  std::vector<TeamOutcome> teams;  ///< sorted by team (with a --team run: kept rows too)
 
   /// Teams with a report.
   int graded() const;
@@ -93,12 +97,14 @@ std::vector<std::filesystem::path> find_team_folders(const std::filesystem::path
 /// Whether `milestone` runs on the GPU (m3, final, all) rather than only on the CPU (m2).
 bool is_gpu_milestone(const std::string& milestone);
 
-/// Reads <out>/<team>/report.json into `outcome` (score, op time, checks, flags); false, with
+/// Reads OUT/TEAM/report.json into `outcome` (score, op time, checks, flags); false, with
 /// outcome.error set, when it is missing or not a grade report.
 bool read_team_report(TeamOutcome& outcome);
 
-/// Grades every team; writes summary.csv and summary.json into options.out. Throws Error on
-/// bad options (no such folder, unknown milestone or team, unusable --out).
+/// Grades every team (or options.teams); writes summary.csv and summary.json into
+/// options.out. When only some teams are graded, the summary keeps the other teams' rows from
+/// the summary.json already there. Throws Error on bad options (no such folder, unknown
+/// milestone or team, unusable --out).
 ClassSummary grade_all(const GradeAllOptions& options, const GradeAllEvents& events = {});
 
 /// The summary as CSV (one row per team).

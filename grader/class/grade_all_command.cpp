@@ -197,7 +197,7 @@ void add_grade_all_command(CLI::App& app, int& exit_code) {
       "Grade a whole class: every subfolder of DIR is one team's submission, graded by "
       "`convlab grade` in its own process (m2 in parallel, GPU milestones one at a time). "
       "Exit status: 0 when every team was graded (whatever the scores), 4 when some could not "
-      "be, 1 on bad input");
+      "be, 1 on bad input, 130 when interrupted");
   cmd->add_option("DIR", a->submissions, "Folder with one subfolder per team (the team's name)")
       ->required();
   cmd->add_option("--milestone", a->milestone, "m2, m3, final or all")->required();
@@ -210,7 +210,7 @@ void add_grade_all_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--seed", a->seed,
                   "Seed of the element-wise inputs, the same for every team "
                   "(default: each grade draws its own)");
-  cmd->add_option("--runs", a->runs, "Timed runs per check (default: the milestone's)")
+  cmd->add_option("--runs", a->runs, "Timed runs of the ranked check (default: the milestone's)")
       ->check(CLI::Range(1, 1000));
   cmd->add_option("--cache", a->cache, "Where the pristine framework is built once and reused");
   cmd->add_option("--jobs,-j", a->jobs,

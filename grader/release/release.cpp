@@ -153,7 +153,11 @@ void check_output_folder(const fs::path& root, const fs::path& out, bool force) 
   if (!fs::is_directory(out)) {
     throw Error("--out " + out.string() + " exists and is not a folder; choose another path");
   }
-  if (fs::is_empty(out)) return;
+  if (fs::is_empty(out) ||
+      (fs::exists(out / ".git") &&
+       std::distance(fs::directory_iterator(out), fs::directory_iterator()) == 1)) {
+    return;
+  }
   if (!force) {
     throw Error("--out " + out.string() + " is not empty; choose an empty or new folder, or " +
                 "pass --force to replace its contents");
@@ -163,7 +167,11 @@ void check_output_folder(const fs::path& root, const fs::path& out, bool force) 
       throw Error("--out " + out.string() + " is your home folder; choose a folder of its own");
     }
   }
-  for (const fs::directory_entry& e : fs::directory_iterator(out)) fs::remove_all(e.path());
+  // A .git folder stays: a release can be made again inside the repository it is published
+  // from, and `git diff` then shows what changed.
+  for (const fs::directory_entry& e : fs::directory_iterator(out)) {
+    if (e.path().filename() != ".git") fs::remove_all(e.path());
+  }
 }
 
 }  // namespace

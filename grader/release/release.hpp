@@ -36,13 +36,13 @@ ReleasePlan plan_release(const std::filesystem::path& root,
 struct ReleaseOptions {
   std::filesystem::path root;  ///< the framework tree (convlab_root())
   std::filesystem::path out;   ///< where the starter kit goes
-  bool force = false;          ///< replace the contents of a non-empty `out`
+  bool force = false;          ///< replace the contents of a non-empty `out` (a .git folder stays)
 };
 
 /// What was written.
 struct ReleaseResult {
-  ReleasePlan plan;
-  std::filesystem::path manifest;  ///< out/RELEASE
+  ReleasePlan plan;                ///< what was copied and what was left out
+  std::filesystem::path manifest;  ///< OUT/RELEASE
   std::uintmax_t bytes = 0;        ///< total size of the copied files
 };
 

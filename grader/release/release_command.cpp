@@ -53,7 +53,8 @@ void add_release_command(CLI::App& app, int& exit_code) {
       "instructor guide or hidden models, with a RELEASE manifest (SHA-256 of every file)");
   cmd->add_option("--out", args->out, "Folder to write the starter kit to (new or empty)")
       ->required();
-  cmd->add_flag("--force", args->force, "Replace the contents of a non-empty --out folder");
+  cmd->add_flag("--force", args->force,
+                "Replace the contents of a non-empty --out folder (a .git folder in it stays)");
   cmd->callback([args, &exit_code] { exit_code = run_release(*args); });
 }
 

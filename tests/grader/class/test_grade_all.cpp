@@ -263,15 +263,23 @@ TEST_CASE("a class that grades cleanly exits 0; --team re-grades one team; optio
   CHECK(args.find("--runs 5") != std::string::npos);
   CHECK(args.find("--cache " + fs::absolute("cache").string()) != std::string::npos);
 
-  // Re-grade t2 only: t1's results stay, t2's are fresh.
+  // Re-grade t2 only: t1's results and summary row stay, t2's are fresh; t1 stays hidden
+  // from t2's checks.
+  const json t1_before = team_of(s, "t1");
   std::ofstream(c.subs / "t2/score") << "30\n";
   std::ofstream(c.out / "t2/stale.txt") << "old\n";
   REQUIRE_MESSAGE(c.grade_all("--milestone m2 --team t2", &output) == 0, output);
   s = c.summary();
-  CHECK(s["total"] == 1);
+  CHECK(s["total"] == 2);
   CHECK(team_of(s, "t2")["score"] == 30);
+  CHECK(team_of(s, "t1") == t1_before);
   CHECK(fs::exists(c.out / "t1/report.json"));
   CHECK_FALSE(fs::exists(c.out / "t2/stale.txt"));
+  CHECK(read(c.out / "t2/args.txt").find("--hide " + (c.subs / "t1").string()) !=
+        std::string::npos);
+  const std::string csv = read(c.out / "summary.csv");
+  CHECK(csv.find("\nt1,graded,10,") != std::string::npos);
+  CHECK(csv.find("\nt2,graded,30,") != std::string::npos);
 
   CHECK(c.grade_all("--milestone m2 --team nobody", &output) == 1);
   CHECK(output.find("no team 'nobody'") != std::string::npos);

@@ -149,9 +149,17 @@ TEST_CASE("--out must be new or empty unless --force, and never the tree itself"
   CHECK(fs::exists(out / "stale.txt"));
   CHECK_FALSE(fs::exists(out / "RELEASE"));
 
+  write(out / ".git/HEAD", "ref: refs/heads/main\n");
   REQUIRE_MESSAGE(release(root, out, "--force", &output) == 0, output);
   CHECK_FALSE(fs::exists(out / "stale.txt"));
   CHECK(fs::exists(out / "RELEASE"));
+  CHECK(fs::exists(out / ".git/HEAD"));  // the published repository's history stays
+
+  // A folder that holds only a repository counts as empty.
+  const fs::path repo = tmp.path() / "repo";
+  write(repo / ".git/HEAD", "ref: refs/heads/main\n");
+  CHECK_MESSAGE(release(root, repo, "", &output) == 0, output);
+  CHECK(fs::exists(repo / "student/m2/conv_cpu.cpp"));
 
   CHECK(release(root, root, "--force", &output) == 1);
   CHECK(output.find("framework tree") != std::string::npos);
