@@ -23,7 +23,7 @@ constexpr std::size_t kMaxSourceBytes = 1u << 20;
 constexpr std::string_view kProject = "grader/build/project";
 // Where CMake puts the team's objects, relative to the build folder.
 constexpr std::string_view kStudentObjects = "student/CMakeFiles/convlab_student.dir";
-constexpr std::string_view kHarnessObjects = "worker/CMakeFiles/convlab-check.dir";
+constexpr std::string_view kHarnessObjects = "worker/CMakeFiles/convlab-team.dir";
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -267,7 +267,7 @@ BuildResult build_submission(const BuildRequest& given, const BuildProgressFn& p
     return finish("framework_build_failed");
   }
   std::vector<std::string> build_argv = {"cmake", "--build", build.string(), "--target",
-                                         "convlab-check"};
+                                         "convlab-team"};
   if (request.jobs > 0)
     build_argv.insert(build_argv.end(), {"--parallel", std::to_string(request.jobs)});
   build_argv.insert(build_argv.end(), {"--", "-k", "0"});  // every error of every file
@@ -380,12 +380,16 @@ BuildResult build_submission(const BuildRequest& given, const BuildProgressFn& p
     result.log = "the include and symbol checks could not run:\n" + check_error;
     return finish("framework_build_failed");
   }
-  std::string worker;
-  std::getline(std::ifstream(build / "convlab-check-path.txt"), worker);
-  result.worker = worker.empty() ? build / "worker" / "convlab-check" : fs::path(worker);
-  if (!fs::is_regular_file(result.worker, ec)) {
-    result.log = "the build finished but " + result.worker.string() + " is not there";
-    return finish("framework_build_failed");
+  std::string worker, referee;
+  std::getline(std::ifstream(build / "convlab-team-path.txt"), worker);
+  std::getline(std::ifstream(fw->build / "convlab-framework-referee-path.txt"), referee);
+  result.worker = worker.empty() ? build / "worker" / "convlab-team" : fs::path(worker);
+  result.referee = referee.empty() ? fw->build / "grader" / "worker" / "convlab-check" : fs::path(referee);
+  for (const fs::path& program : {result.worker, result.referee}) {
+    if (!fs::is_regular_file(program, ec)) {
+      result.log = "the build finished but " + program.string() + " is not there";
+      return finish("framework_build_failed");
+    }
   }
   fs::remove_all(tmp, ec);
   say("built in " + std::to_string(static_cast<int>(result.submission_build_s + 0.5)) + " s");

@@ -2,8 +2,8 @@
 /// @brief Builds one submission: scans its files (only the milestone's student files are
 /// taken), overlays them on a pristine copy of the framework, compiles them with a time limit
 /// in the sandbox, refuses includes from outside the framework and calls into cuDNN, cuBLAS,
-/// the library convolution or the staff solutions, and links the check harness
-/// (`convlab-check`, grader/worker/) against them.
+/// the library convolution or the staff solutions, and links the team's harness
+/// (`convlab-team`, grader/worker/) against them.
 #pragma once
 
 #include <filesystem>
@@ -62,8 +62,11 @@ struct BuildResult {
   /// One line per refused include or symbol: "student/final/5_best.cu: calls
   /// cudnnConvolutionForward (cuDNN is not allowed in your code; write the convolution yourself)".
   std::vector<std::string> forbidden;
-  /// The built harness (meaningful when ok).
+  /// The team's harness, convlab-team, linked with the team's code (meaningful when ok).
   std::filesystem::path worker;
+  /// The trusted referee, convlab-check, from the cached framework build: it never holds a
+  /// team's code (meaningful when ok).
+  std::filesystem::path referee;
   /// Wall clock of the whole call, and of the team's part alone (configure, compile, link:
   /// what each submission costs once the framework is cached).
   double wall_s = 0.0;

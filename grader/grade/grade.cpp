@@ -1,11 +1,15 @@
 #include "grader/grade/grade.hpp"
 
 #include <fnmatch.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
+#include <exception>
 #include <ctime>
 #include <fstream>
 #include <map>
@@ -248,10 +252,41 @@ struct Failure {
   CheckStatus status = CheckStatus::failed;
 };
 
-// What one run of the harness produced.
+// The noise of the timed passes comes from the grade's seed, apart from the element-wise
+// inputs' streams.
+constexpr std::uint64_t kNoiseSeedSalt = 0x6e6f697365ull;  // "noise"
+
+// The referee compared every timed call's output with the library convolution on the same
+// fresh input; a failure there is a wrong result, however the count came out.
+std::optional<Failure> judge_verification(const json& doc, const PlannedCheck& p) {
+  const json v = doc.value("verification", json());
+  if (!v.is_object() || v.value("calls", 0) < 1) {
+    return Failure{"no_result", "The timed runs returned no checked call."};
+  }
+  if (v.value("failed", 0) == 0) return std::nullopt;
+  const json f = v.value("first_failure", json::object());
+  std::string text =
+      "A timed call computed a wrong output: " + std::to_string(v.value("failed", 0)) + " of " +
+      std::to_string(v.value("calls", 0)) + " timed calls differ from the library convolution " +
+      "on the same input";
+  if (f.is_object()) {
+    text += " (first: " + std::to_string(f.value("mismatches", 0)) + " wrong outputs, e.g. " +
+            f.value("at", std::string("?")) + " = " + f.value("got", json()).dump() +
+            ", expected " + f.value("want", json()).dump() + ")";
+  }
+  text +=
+      ". Each timed run gets new inputs (the test images under fresh noise), and every call "
+      "must compute the convolution of its own input, write every output and be finished when "
+      "it returns: no results kept from an earlier call, no work left running.";
+  if (p.check.hidden) text = "A timed call computed a wrong output.";
+  return Failure{"mismatch", text};
+}
+
+// What one check's two processes produced: the team's (in the sandbox) and the referee's.
 struct WorkerOutcome {
-  SandboxResult run;
-  std::optional<json> doc;  // a well-formed result document
+  SandboxResult run;        // the team's process (convlab-team); a probe has none
+  SandboxResult referee;    // the trusted referee (convlab-check)
+  std::optional<json> doc;  // the referee's well-formed result document
   std::string doc_problem;  // why there is none
   std::string status() const { return doc ? doc->value("status", "") : ""; }
   std::string message() const { return doc ? doc->value("message", "") : ""; }
@@ -284,9 +319,10 @@ class Grading {
   void check_memcheck(PlannedCheck& p, CheckResult& c);
 
   // Running the harness.
-  WorkerOutcome run_worker(const std::string& log_id, std::vector<std::string> args,
-                           const std::vector<std::pair<fs::path, std::string>>& inputs,
-                           double wall_s, const std::vector<std::string>& prefix = {});
+  WorkerOutcome run_worker(const std::string& log_id, const std::vector<std::string>& args,
+                           double wall_s, const std::vector<std::string>& prefix = {},
+                           bool with_team = true);
+  std::optional<Failure> referee_failure(const WorkerOutcome& w) const;
   std::optional<Failure> failure_of(const WorkerOutcome& w, const PlannedCheck& p,
                                     bool sanitizer) const;
   std::optional<Failure> gpu_unavailable(const PlannedCheck& p);
@@ -601,44 +637,88 @@ std::int64_t Grading::model_classes(const fs::path& file) {
   return n;
 }
 
-WorkerOutcome Grading::run_worker(const std::string& log_id, std::vector<std::string> args,
-                                  const std::vector<std::pair<fs::path, std::string>>& inputs,
-                                  double wall_s, const std::vector<std::string>& prefix) {
-  SandboxSpec spec;
-  spec.argv = prefix;
-  spec.argv.push_back("./convlab-check");
-  spec.argv.insert(spec.argv.end(), args.begin(), args.end());
-  spec.env = env_;
-  spec.inputs.emplace_back(build_.worker, "convlab-check");
-  spec.inputs.insert(spec.inputs.end(), inputs.begin(), inputs.end());
-  spec.hide_paths = hide_;
-  spec.limits.wall_s = wall_s;
-  // The framework's layers run on every core: the CPU-time and process (thread) limits scale.
+WorkerOutcome Grading::run_worker(const std::string& log_id,
+                                  const std::vector<std::string>& args, double wall_s,
+                                  const std::vector<std::string>& prefix, bool with_team) {
+  // One socket between the two: the referee gets one end, the team's process the other, and
+  // each sees the other's end as the end of the socket.
+  int ends[2] = {-1, -1};
+  if (with_team && ::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ends) != 0) {
+    throw Error(std::string("cannot create the harness's socket: ") + std::strerror(errno));
+  }
+  // The team's process: the team's code and its harness only, in the sandbox.
+  SandboxSpec team;
+  team.argv = prefix;
+  team.argv.push_back("./convlab-team");
+  team.env = env_;
+  team.inputs.emplace_back(build_.worker, "convlab-team");
+  team.hide_paths = hide_;
+  team.limits.wall_s = wall_s;
+  // The team's code may use every core: the CPU-time and process (thread) limits scale.
   const double cores = std::max(1u, std::thread::hardware_concurrency());
-  spec.limits.cpu_s = std::max(600.0, wall_s * cores);
-  spec.limits.max_processes = std::max(256, static_cast<int>(4 * cores));
-  spec.keep_private_dir = opt_.keep_work;
+  team.limits.cpu_s = std::max(600.0, wall_s * cores);
+  team.limits.max_processes = std::max(256, static_cast<int>(4 * cores));
+  team.keep_private_dir = opt_.keep_work;
+  team.pass_fd = ends[1];
+  // The referee: trusted code from the framework build, outside the team's namespaces. It
+  // outlives the team's limit, so that it can report a team that was killed.
+  SandboxSpec referee;
+  referee.argv = {build_.referee.string()};
+  referee.argv.insert(referee.argv.end(), args.begin(), args.end());
+  referee.env = env_;
+  referee.use_namespaces = false;
+  referee.drop_privileges = false;
+  referee.limits.wall_s = wall_s + 60.0;
+  referee.limits.cpu_s = 0;
+  referee.limits.max_processes = 0;
+  referee.limits.max_file_bytes = 0;
+  referee.pass_fd = ends[0];
 
   WorkerOutcome w;
-  w.run = run_sandboxed(spec);
+  if (with_team) {
+    std::exception_ptr team_error;
+    std::thread team_thread([&] {
+      try {
+        w.run = run_sandboxed(team);
+      } catch (...) {
+        team_error = std::current_exception();
+      }
+    });
+    try {
+      w.referee = run_sandboxed(referee);
+    } catch (...) {
+      team_thread.join();
+      throw;
+    }
+    team_thread.join();
+    if (team_error) std::rethrow_exception(team_error);
+  } else {
+    w.referee = run_sandboxed(referee);
+    w.run = w.referee;
+  }
   last_run_ = w.run;
-  last_limits_ = spec.limits;
+  last_limits_ = team.limits;
   if (opt_.keep_work && !w.run.private_dir.empty()) {
     say("  " + log_id + ": sandbox folder kept: " + w.run.private_dir.string());
   }
-  if (!w.run.stdout_text.empty()) {
-    std::ofstream(logs_ / (log_name(log_id) + ".stdout.txt")) << w.run.stdout_text;
+  if (with_team) {
+    if (!w.run.stdout_text.empty()) {
+      std::ofstream(logs_ / (log_name(log_id) + ".stdout.txt")) << w.run.stdout_text;
+    }
+    if (!w.run.stderr_text.empty()) {
+      std::ofstream(logs_ / (log_name(log_id) + ".stderr.txt")) << w.run.stderr_text;
+    }
   }
-  if (!w.run.stderr_text.empty()) {
-    std::ofstream(logs_ / (log_name(log_id) + ".stderr.txt")) << w.run.stderr_text;
+  if (!w.referee.stderr_text.empty()) {
+    std::ofstream(logs_ / (log_name(log_id) + ".referee.txt")) << w.referee.stderr_text;
   }
-  if (w.run.channel_truncated) {
+  if (w.referee.channel_truncated) {
     w.doc_problem = "its result passed the size limit";
-  } else if (w.run.channel.empty()) {
-    w.doc_problem = "it wrote no result";
+  } else if (w.referee.channel.empty()) {
+    w.doc_problem = "it wrote no result (" + w.referee.describe() + ")";
   } else {
     try {
-      json doc = json::parse(w.run.channel);
+      json doc = json::parse(w.referee.channel);
       if (!doc.is_object() || doc.value("schema", "") != kCheckSchema || !doc.contains("status") ||
           !doc["status"].is_string()) {
         w.doc_problem = "its result is not a convlab-check document";
@@ -650,6 +730,21 @@ WorkerOutcome Grading::run_worker(const std::string& log_id, std::vector<std::st
     }
   }
   return w;
+}
+
+// The referee is the grader's own code: when it fails, the check is the grader's problem.
+std::optional<Failure> Grading::referee_failure(const WorkerOutcome& w) const {
+  std::string why;
+  if (!w.doc) {
+    why = "the referee " + w.doc_problem;
+  } else if (w.status() == "referee_error") {
+    why = "the referee failed: " + w.message();
+  } else {
+    return std::nullopt;
+  }
+  return Failure{"grader_error", "The grader could not complete this check (" + why +
+                                     "). This is not your code's fault: tell the course staff.",
+                 CheckStatus::skipped};
 }
 
 std::string Grading::run_command(const PlannedCheck& p, std::int64_t images) const {
@@ -714,6 +809,7 @@ std::optional<Failure> Grading::failure_of(const WorkerOutcome& w, const Planned
     case Outcome::exited:
       break;
   }
+  if (auto f = referee_failure(w)) return f;
   if (sanitizer && r.exit_code == 99) {
     std::string text =
         "compute-sanitizer memcheck found invalid memory accesses in the run. Its report names "
@@ -740,6 +836,15 @@ std::optional<Failure> Grading::failure_of(const WorkerOutcome& w, const Planned
       return Failure{"error", with_tail("Your code reported an error: " + message + "\nRun `" +
                                             cmd + "` to see it yourself.",
                                         false)};
+    }
+    if (status == "team_lost") {
+      return Failure{"exit_code",
+                     with_tail("Your code's process stopped serving the check before it was "
+                                   "over (" + message + "; it " + r.describe() +
+                                   "). Do not call exit() or abort(), and do not touch file "
+                                   "descriptors you did not open; run `" + cmd +
+                                   "` to see what happens.",
+                               false)};
     }
     if (status != "ok") {
       return Failure{"no_result", "The harness reported an unknown status '" + status + "'."};
@@ -773,7 +878,7 @@ std::optional<Failure> Grading::gpu_unavailable(const PlannedCheck& p) {
   if (!p.gpu) return std::nullopt;
   if (!gpu_problem_) {
     say("probing the GPU");
-    const WorkerOutcome w = run_worker("gpu-info", {"info"}, {}, 60.0);
+    const WorkerOutcome w = run_worker("gpu-info", {"info"}, 60.0, {}, false);
     if (w.doc && w.status() == "ok" && w.doc->contains("gpu")) {
       const json& g = field(*w.doc, "gpu");
       result_.machine.gpu_name = g.value("name", "");
@@ -799,15 +904,21 @@ std::optional<Failure> Grading::gpu_unavailable(const PlannedCheck& p) {
 }
 
 WorkerOutcome Grading::run_network(const PlannedCheck& p, const std::string& log_id, bool timed) {
-  const int runs = timed ? opt_.runs.value_or(p.spec->timed_runs) : 1;
-  std::vector<std::string> args = {"network",       "--model",       "model.safetensors",
-                                   "--images",      "images.idx.gz", "--variant",
-                                   p.check.variant, "--runs",        std::to_string(runs)};
-  if (timed) args.push_back("--reference");
-  return run_worker(
-      log_id, args,
-      {{p.model_file, "model.safetensors"}, {images_file(p.check.images), "images.idx.gz"}},
-      time_limit(p));
+  // The count: one pass on the real images. Timed: then warm-up and timed passes on fresh
+  // inputs (noise from a seed of this grade), every call checked, the referee's clock.
+  std::vector<std::string> args = {"network",
+                                   "--model",
+                                   p.model_file.string(),
+                                   "--images",
+                                   images_file(p.check.images).string(),
+                                   "--variant",
+                                   p.check.variant};
+  if (timed) {
+    const int runs = opt_.runs.value_or(p.spec->timed_runs);
+    args.insert(args.end(), {"--runs", std::to_string(runs), "--reference", "--noise-seed",
+                             std::to_string(result_.seed ^ kNoiseSeedSalt)});
+  }
+  return run_worker(log_id, args, time_limit(p));
 }
 
 std::optional<Failure> Grading::judge_predictions(const WorkerOutcome& w, const PlannedCheck& p,
@@ -880,6 +991,8 @@ void Grading::check_network(PlannedCheck& p, CheckResult& c) {
   c.wall_s = w.run.wall_s;
   std::optional<Failure> f = failure_of(w, p, false);
   if (!f) f = judge_predictions(w, p, c);
+  // The timed passes ran in the same check: a wrong timed call fails it too.
+  if (!f && p.timed) f = judge_verification(*w.doc, p);
   if (p.timed) {
     timed_runs_[p.check.milestone + "/" + p.check.variant] = {w, f};
   }
@@ -916,12 +1029,22 @@ void Grading::check_time(PlannedCheck& p, CheckResult& c) {
     c.output = "No time: the timed run did not pass its correctness check.\n" + f->output;
     return;
   }
+  if (auto v = judge_verification(*w.doc, p)) {
+    c.status = v->status;
+    c.reason = v->reason;
+    c.output = v->output;
+    return;
+  }
   const json& t = field(*w.doc, "timing");
   c.correct = p.check.expected_correct;
   c.op_time_s = t.value("op_time_s", 0.0);
   c.op_time_median_s = t.value("op_time_median_s", 0.0);
   c.op_time_runs_s = t.value("op_time_runs_s", std::vector<double>{});
   json details = {{"runs", c.op_time_runs_s.size()},
+                  {"clock", "referee"},
+                  {"handshake_s", (*w.doc).value("handshake_s", json(nullptr))},
+                  {"noise_seed", (*w.doc).value("noise_seed", json(nullptr))},
+                  {"verification", (*w.doc).value("verification", json(nullptr))},
                   {"layers", t.value("layers", json::array())},
                   {"reference", (*w.doc).value("reference", json(nullptr))},
                   {"gpu", (*w.doc).value("gpu", json(nullptr))}};
@@ -961,7 +1084,7 @@ void Grading::check_elementwise(PlannedCheck& p, CheckResult& c) {
     args.push_back("--shape");
     args.push_back(shape_argument(s));
   }
-  const WorkerOutcome w = run_worker(p.check.id, args, {}, time_limit(p));
+  const WorkerOutcome w = run_worker(p.check.id, args, time_limit(p));
   c.wall_s = w.run.wall_s;
   if (auto f = failure_of(w, p, false)) {
     c.status = f->status;
@@ -1096,11 +1219,12 @@ void Grading::check_memcheck(PlannedCheck& p, CheckResult& c) {
         run_command(p, p.check.images) + "`.";
     return;
   }
+  // Staged: the team's process copies into exactly sized buffers of its own, so the
+  // sanitizer sees each tensor's bounds.
   const WorkerOutcome w = run_worker(
       p.check.id,
-      {"network", "--model", "model.safetensors", "--images", "images.idx.gz", "--variant",
-       p.check.variant, "--runs", "1"},
-      {{p.model_file, "model.safetensors"}, {images_file(p.check.images), "images.idx.gz"}},
+      {"network", "--model", p.model_file.string(), "--images",
+       images_file(p.check.images).string(), "--variant", p.check.variant, "--staged"},
       time_limit(p), {sanitizer->string(), "--tool", "memcheck", "--error-exitcode", "99"});
   c.wall_s = w.run.wall_s;
   if (auto f = failure_of(w, p, true)) {

@@ -119,6 +119,7 @@ struct ChildPlan {
   rlim_t cpu_soft = 0, cpu_hard = 0, nproc = 0, fsize = 0;
 
   int devnull = -1, out_w = -1, err_w = -1, chan_w = -1, ctl_w = -1;
+  int pass_fd = -1;  // SandboxSpec::pass_fd, or -1
 };
 
 // ---- Async-signal-safe helpers (used after fork) ---------------------------------------------
@@ -260,17 +261,18 @@ std::int32_t setup_namespaces(const ChildPlan& p, int ctl) {
   // fds 0-3 are the run's; ctl moves above them and closes at execve (it is O_CLOEXEC).
   const int ctl = fcntl(p.ctl_w, F_DUPFD_CLOEXEC, 10);
   if (ctl < 0) _exit(127);
-  const int sources[4] = {p.devnull, p.out_w, p.err_w, p.chan_w};
-  int moved[4];
-  for (int i = 0; i < 4; ++i) {
+  const int sources[5] = {p.devnull, p.out_w, p.err_w, p.chan_w, p.pass_fd};
+  const int n_fds = p.pass_fd >= 0 ? 5 : 4;
+  int moved[5];
+  for (int i = 0; i < n_fds; ++i) {
     moved[i] = fcntl(sources[i], F_DUPFD_CLOEXEC, 10);
     if (moved[i] < 0) fail_step(ctl, step_streams);
   }
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < n_fds; ++i) {
     if (dup2(moved[i], i) < 0) fail_step(ctl, step_streams);
   }
   const int keep[1] = {ctl};
-  close_fds_except(kResultFd + 1, keep, 1);
+  close_fds_except(n_fds, keep, 1);
 
   struct rlimit rl;
   rl.rlim_cur = rl.rlim_max = 0;
@@ -330,6 +332,7 @@ pid_t checked_waitpid(pid_t pid, int* status) {
     _exit(127);
   }
   if (cmd == 0) exec_command(p);
+  if (p.pass_fd >= 0) close(p.pass_fd);  // the command's copy is the only one left
   for (;;) {
     int status = 0;
     const pid_t r = waitpid(-1, &status, 0);
@@ -405,8 +408,8 @@ void kill_all_children() {
   prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
   if (getppid() != p.grader_pid) _exit(1);
   setsid();
-  const int keep[5] = {p.devnull, p.out_w, p.err_w, p.chan_w, p.ctl_w};
-  close_fds_except(3, keep, 5);
+  const int keep[6] = {p.devnull, p.out_w, p.err_w, p.chan_w, p.ctl_w, p.pass_fd};
+  close_fds_except(3, keep, p.pass_fd >= 0 ? 6 : 5);
 
   const std::int32_t bits = setup_namespaces(p, p.ctl_w);
   // Not dumpable (only now: writing our uid_map needed it): the run cannot open our
@@ -422,6 +425,7 @@ void kill_all_children() {
       _exit(127);
     }
     if (init == 0) run_init(p, (bits & kMnt) != 0);
+    if (p.pass_fd >= 0) close(p.pass_fd);
     send_record(p.ctl_w, kPids, 0, init);
     int status = 0;
     checked_waitpid(init, &status);
@@ -440,6 +444,7 @@ void kill_all_children() {
     _exit(127);
   }
   if (cmd == 0) exec_command(p);
+  if (p.pass_fd >= 0) close(p.pass_fd);
   send_record(p.ctl_w, kPids, cmd, 0);
   int status = 0;
   checked_waitpid(cmd, &status);
@@ -713,6 +718,7 @@ std::string SandboxResult::describe() const {
 }
 
 SandboxResult run_sandboxed(const SandboxSpec& spec) {
+  Fd pass_fd(spec.pass_fd);  // ours now: closed once the run has it, or on any way out
   if (spec.argv.empty()) throw Error("sandbox: nothing to run (empty argv)");
   SandboxResult result;
   result.limits = spec.limits;
@@ -774,6 +780,7 @@ SandboxResult run_sandboxed(const SandboxSpec& spec) {
   env.emplace("HOME", private_dir.string());
   env.emplace("TMPDIR", private_dir.string());
   env["CONVLAB_RESULT_FD"] = std::to_string(kResultFd);
+  if (spec.pass_fd >= 0) env[kPassFdEnv] = std::to_string(kPassFd);
   std::vector<std::string> env_strings;
   for (const auto& [key, value] : env) {
     if (key.empty() || key.find('=') != std::string::npos) {
@@ -851,11 +858,14 @@ SandboxResult run_sandboxed(const SandboxSpec& spec) {
   plan.err_w = err_w.get();
   plan.chan_w = chan_w.get();
   plan.ctl_w = ctl_w.get();
+  plan.pass_fd = spec.pass_fd;
 
   const auto start = std::chrono::steady_clock::now();
   const pid_t supervisor = fork();
   if (supervisor < 0) throw_errno("cannot fork");
   if (supervisor == 0) supervise(plan);
+  // The run has its copy: the other end then sees the run's end as the end of the socket.
+  pass_fd.reset();
 
   out_w.reset();
   err_w.reset();

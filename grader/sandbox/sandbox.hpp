@@ -79,6 +79,11 @@ struct SandboxSpec {
   std::filesystem::path private_parent = "/tmp";
   /// Keep the private directory after the run (for debugging a grade).
   bool keep_private_dir = false;
+  /// One more open descriptor for the command, as fd 4 (kPassFd, named in $CONVLAB_PASS_FD):
+  /// a socket to a trusted process that feeds the run. -1: none. run_sandboxed() takes it
+  /// over: it is closed in the grader as soon as the run holds it (and in the run's supervisor
+  /// and init), so the other end sees the run's end as the end of the socket.
+  int pass_fd = -1;
   /// false: create no namespace at all, as on a kernel that refuses them (tests of that
   /// fallback; debugging).
   bool use_namespaces = true;
@@ -122,6 +127,10 @@ std::string describe_signal(int signal);
 
 /// File descriptor of the result channel in the child (also in $CONVLAB_RESULT_FD).
 inline constexpr int kResultFd = 3;
+
+/// File descriptor of SandboxSpec::pass_fd in the child, and the variable that names it.
+inline constexpr int kPassFd = 4;
+inline constexpr const char* kPassFdEnv = "CONVLAB_PASS_FD";
 
 /// Runs `spec` and waits for it. Never throws for anything the child does; throws Error only
 /// when the grader itself cannot work (no pipes, no fork, an input that cannot be copied, an

@@ -14,6 +14,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "reference/conv/conv_shape.hpp"
@@ -49,8 +50,18 @@ bool fuses_tanh_maxpool2(const Model& model, std::size_t layer);
 
 /// How the runner times each convolution.
 struct TimingOptions {
+  /// Makes one timed call and returns its seconds.
+  using Clock = std::function<double(const std::function<void()>& call)>;
+
+  TimingOptions(int warmup_calls = 0, int timed_runs = 1, Clock own_clock = {})
+      : warmup(warmup_calls), runs(timed_runs), clock(std::move(own_clock)) {}
+
   int warmup = 0;  ///< untimed calls before the timed ones (module loading, caches)
   int runs = 1;    ///< timed calls; the layer's figure is the fastest
+  /// Where set, makes each timed call and returns its seconds instead of the runner's own
+  /// clock: for a caller that measures the call itself (the grader's referee, whose
+  /// convolution runs in another process).
+  Clock clock;
 };
 
 /// What a run of the network produced.
@@ -98,7 +109,7 @@ ConvLayerTime time_conv_layer(int layer, const ConvShape& shape, const TimingOpt
   ConvLayerTime t{layer, shape, 0.0, {}, {}};
   for (int i = 0; i < std::max(1, timing.runs); ++i) {
     prepare();
-    t.samples.push_back(time_call(sync, call));
+    t.samples.push_back(timing.clock ? timing.clock([&] { call(); }) : time_call(sync, call));
   }
   t.seconds = *std::min_element(t.samples.begin(), t.samples.end());
   return t;

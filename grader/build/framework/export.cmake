@@ -12,7 +12,7 @@ set(CONVLAB_GRADER_LIBRARIES convlab_core convlab_model convlab_cpu convlab_netw
 function(_convlab_grader_export)
   set(libraries ${CONVLAB_GRADER_LIBRARIES})
   if(TARGET convlab_gpu)
-    list(APPEND libraries convlab_gpu)
+    list(APPEND libraries convlab_cuda convlab_gpu)
   endif()
   set(dir "${CMAKE_BINARY_DIR}")
   export(TARGETS convlab_flags ${libraries} FILE "${dir}/convlab-framework-targets.cmake")
@@ -51,10 +51,14 @@ function(_convlab_grader_export)
     file(GENERATE OUTPUT "${dir}/convlab-framework-student-objects.txt"
          CONTENT "$<JOIN:$<TARGET_OBJECTS:convlab_student>,\n>\n")
   endif()
-  if(TARGET convlab-check)
-    list(APPEND build_targets convlab-check)
+  # The team's harness is compiled here once; the referee is built and run from here: it never
+  # holds a team's code, so one build serves every submission.
+  if(TARGET convlab-team)
+    list(APPEND build_targets convlab-team convlab-check)
     file(GENERATE OUTPUT "${dir}/convlab-framework-harness-objects.txt"
-         CONTENT "$<JOIN:$<TARGET_OBJECTS:convlab-check>,\n>\n")
+         CONTENT "$<JOIN:$<TARGET_OBJECTS:convlab-team>,\n>\n")
+    file(GENERATE OUTPUT "${dir}/convlab-framework-referee-path.txt"
+         CONTENT "$<TARGET_FILE:convlab-check>\n")
   endif()
   string(REPLACE ";" "\n" text "${build_targets}")
   file(WRITE "${dir}/convlab-framework-build-targets.txt" "${text}\n")

@@ -1,58 +1,151 @@
-// The check harness of this build (convlab-check, linked with this tree's student/ stubs): its
-// result goes to $CONVLAB_RESULT_FD only, stubs report not_implemented naming their file and
-// handout section, bad input reports an error, and nothing of it reaches stdout.
+// A check's two processes, without the sandbox: the referee (convlab-check) and the team's
+// process, either this build's convlab-team (linked with this tree's student/ stubs) or a
+// fake team written here that plays the protocol the way a hostile team's code could: a
+// correct convolution, one that keeps an earlier call's output, one that answers before it is
+// done, one that answers out of turn. The referee's result goes to $CONVLAB_RESULT_FD only; it
+// believes nothing the team's process says but "done", and checks every timed call.
 #include <doctest/doctest.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <chrono>
+#include <cstring>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <thread>
+#include <vector>
 
+#include "grader/worker/team_protocol.hpp"
+#include "reference/conv/conv_shape.hpp"
+#include "reference/conv/library_conv.hpp"
 #include "tests/support/test_support.hpp"
 
 using namespace convlab;
 using nlohmann::json;
 namespace fs = std::filesystem;
+namespace wire = convlab::grader::wire;
 
 namespace {
 
 struct Run {
   int code = 0;
-  std::string output;  // stdout and stderr
   std::string result;  // what reached the result channel
   json doc;
 };
 
-Run check(const std::string& args) {
+// How a fake team answers one conv request on its mapped arena (host buffers only).
+using FakeConv = std::function<wire::Status(float* y, const float* x, const float* k,
+                                            const ConvShape& s)>;
+
+// A fake team's process: the protocol, with `conv` for the calls; `ahead` sends one reply
+// before reading anything (a "done" sent ahead of its request).
+[[noreturn]] void fake_team(int socket, const FakeConv& conv, bool ahead) {
+  void* arena = nullptr;
+  if (ahead) {
+    wire::Reply early;
+    wire::send_message(socket, early);
+  }
+  for (;;) {
+    wire::Request rq;
+    int fd = -1;
+    if (!wire::receive_message(socket, rq, &fd)) _exit(2);
+    if (rq.op == wire::Op::quit) _exit(0);
+    wire::Reply r;
+    r.nonce = rq.nonce;
+    if (rq.op == wire::Op::map_host) {
+      arena = mmap(nullptr, rq.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      close(fd);
+    } else if (rq.op == wire::Op::conv) {
+      char* base = static_cast<char*>(arena);
+      const ConvShape s{rq.shape[0], rq.shape[1], rq.shape[2], rq.shape[3], rq.shape[4],
+                        rq.shape[5]};
+      r.status = conv(reinterpret_cast<float*>(base + rq.y.offset),
+                      reinterpret_cast<const float*>(base + rq.x.offset),
+                      reinterpret_cast<const float*>(base + rq.k.offset), s);
+    }
+    if (!wire::send_message(socket, r)) _exit(2);
+  }
+}
+
+// Runs the referee with `args` beside a team's process: this build's convlab-team when `team`
+// is empty, else the fake team.
+Run check(const std::string& args, const FakeConv& team = {}, bool ahead = false) {
   test::TempDir dir;
   const fs::path result = dir.path() / "result.json";
+  int ends[2];
+  REQUIRE(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, ends) == 0);
+  const pid_t team_pid = fork();
+  REQUIRE(team_pid >= 0);
+  if (team_pid == 0) {
+    close(ends[0]);
+    if (team) fake_team(ends[1], team, ahead);
+    dup2(ends[1], 4);
+    setenv("CONVLAB_PASS_FD", "4", 1);
+    execl(CONVLAB_TEAM_BINARY, CONVLAB_TEAM_BINARY, static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(ends[1]);
   Run r;
-  r.code = test::run_command("CONVLAB_RESULT_FD=3 " + std::string(CONVLAB_CHECK_BINARY) + " " +
-                                 args + " 3>" + result.string(),
-                             &r.output);
+  std::string output;
+  r.code = test::run_command("CONVLAB_PASS_FD=5 CONVLAB_RESULT_FD=3 " +
+                                 std::string(CONVLAB_CHECK_BINARY) + " " + args + " 3>" +
+                                 result.string() + " 5<&" + std::to_string(ends[0]),
+                             &output);
+  close(ends[0]);
+  int status = 0;
+  waitpid(team_pid, &status, 0);
   std::ifstream in(result);
   std::stringstream ss;
   ss << in.rdbuf();
   r.result = ss.str();
-  if (!r.result.empty()) r.doc = json::parse(r.result);
+  INFO("referee printed: " << output);
+  REQUIRE_MESSAGE(!r.result.empty(), "the referee wrote no result");
+  r.doc = json::parse(r.result);
+  CHECK(output.find("\"status\"") == std::string::npos);  // the result never reaches stdout
   return r;
 }
 
-std::string models() {
-  return (test::source_dir() / "datasets" / "models").string();
+std::string models() { return (test::source_dir() / "datasets" / "models").string(); }
+
+wire::Status library(float* y, const float* x, const float* k, const ConvShape& s) {
+  conv_forward_reference(y, x, k, s);
+  return wire::Status::ok;
 }
 
 }  // namespace
 
-TEST_CASE("without a result channel the harness refuses to run") {
+TEST_CASE("without a result channel the referee refuses to run") {
   std::string out;
   const int code = test::run_command(std::string(CONVLAB_CHECK_BINARY) + " info", &out);
   CHECK(code == 2);
   CHECK(out.find("CONVLAB_RESULT_FD") != std::string::npos);
 }
 
+TEST_CASE("the team's harness holds no symbol table and no library convolution") {
+  std::string out;
+  REQUIRE(test::run_command("nm " + std::string(CONVLAB_TEAM_BINARY), &out) != 127);
+  CHECK(out.find("no symbols") != std::string::npos);
+  std::ifstream in(CONVLAB_TEAM_BINARY, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  REQUIRE(bytes.size() > 1000);
+  for (const char* name : {"conv_forward_reference", "cudnnConvolutionForward", "cudnnCreate",
+                           "cublasSgemm", "convlab::solution", "steady_clock"}) {
+    CAPTURE(name);
+    CHECK(bytes.find(name) == std::string::npos);
+  }
+  // Run alone, it says what it is for and does nothing.
+  CHECK(test::run_command(CONVLAB_TEAM_BINARY, &out) == 2);
+  CHECK(out.find("CONVLAB_PASS_FD") != std::string::npos);
+}
+
 TEST_CASE("info says whether a GPU is usable") {
   const Run r = check("info");
-  REQUIRE(r.doc.is_object());
   CHECK(r.doc.at("schema") == "convlab-check/1");
   CHECK(r.doc.at("task") == "info");
   const std::string status = r.doc.at("status");
@@ -73,25 +166,21 @@ TEST_CASE("the m2 stub reports not_implemented with its file and handout section
   std::vector<std::string> cases = {"elementwise --variant cpu --seed 3 --shape 1,2,1,8,8,3"};
   if (data) {
     cases.push_back("network --model " + models() + "/ece408-high.safetensors --images " + images +
-                    " --variant cpu --runs 1");
+                    " --variant cpu");
   }
   for (const std::string& args : cases) {
     CAPTURE(args);
     const Run r = check(args);
     CHECK(r.code == 1);
-    REQUIRE(r.doc.is_object());
     CHECK(r.doc.at("status") == "not_implemented");
     const std::string msg = r.doc.at("message");
     CHECK(msg.find("student/m2/conv_cpu.cpp") != std::string::npos);
     CHECK(msg.find("milestones/m2/README.md") != std::string::npos);
-    // The result never reaches stdout or stderr.
-    CHECK(r.output.find("not_implemented") == std::string::npos);
   }
 }
 
 TEST_CASE("a GPU variant without a usable GPU, or a GPU stub, never reports ok") {
   const Run r = check("elementwise --variant best --seed 3 --shape 1,2,1,8,8,3");
-  REQUIRE(r.doc.is_object());
   const std::string status = r.doc.at("status");
   CAPTURE(r.result);
   CHECK(status != "ok");
@@ -102,7 +191,7 @@ TEST_CASE("a GPU variant without a usable GPU, or a GPU stub, never reports ok")
   }
 }
 
-TEST_CASE("bad input is an error in the result, with a message") {
+TEST_CASE("bad input is the referee's own error, with a message") {
   for (const char* args :
        {"", "bogus", "network --variant cpu", "elementwise --variant cpu --seed 1",
         "elementwise --variant cpu --seed x --shape 1,1,1,5,5,3",
@@ -110,12 +199,84 @@ TEST_CASE("bad input is an error in the result, with a message") {
         "elementwise --variant cpu --seed 1 --shape 1,1,1,3,3,5",
         "elementwise --variant nosuch --seed 1 --shape 1,1,1,5,5,3",
         "network --model /nonexistent.safetensors --images /nonexistent.gz --variant cpu",
-        "info --frobnicate"}) {
+        "network --model m --images i --variant cpu --runs 2", "info --frobnicate"}) {
     CAPTURE(args);
     const Run r = check(args);
     CHECK(r.code == 1);
-    REQUIRE(r.doc.is_object());
-    CHECK(r.doc.at("status") == "error");
+    CHECK(r.doc.at("status") == "referee_error");
     CHECK(!r.doc.at("message").get<std::string>().empty());
+  }
+}
+
+TEST_CASE("the referee's clock and checks: honest, caching, early and out-of-turn teams") {
+  std::string why;
+  const auto data = test::real_data_dir(&why);
+  if (!data) {
+    MESSAGE("SKIPPED: " << why);
+    return;
+  }
+  const std::string args = "network --model " + models() + "/ece408-high.safetensors --images " +
+                           (*data / "t10k-images-idx3-ubyte.gz").string() +
+                           " --variant cpu --runs 2 --warmup 1 --reference --noise-seed 77";
+
+  SUBCASE("an honest convolution: counted, timed by the referee, every timed call checked") {
+    const Run r = check(args, library);
+    REQUIRE(r.doc.at("status") == "ok");
+    CHECK(r.doc.at("passes").size() == 1);
+    CHECK(r.doc.at("passes")[0].at("predictions").size() == 10000);
+    const json& v = r.doc.at("verification");
+    CHECK(v.at("failed") == 0);
+    CHECK(v.at("calls").get<int>() == 2 * 79);  // two timed passes of 79 chunks of <= 128
+    CHECK(r.doc.at("timing").at("op_time_runs_s").size() == 2);
+    CHECK(r.doc.at("timing").at("op_time_s").get<double>() > 0.0);
+    CHECK(r.doc.at("reference").at("op_time_s").get<double>() > 0.0);
+    CHECK(r.doc.at("handshake_s").get<double>() < 0.01);
+  }
+  SUBCASE("outputs kept from earlier calls fail: every timed pass has fresh inputs") {
+    // Remembers each chunk's output by its position and returns it again from the second
+    // pass on (the count pass runs first and is computed honestly).
+    auto memo = std::make_shared<std::map<int, std::vector<float>>>();
+    auto calls = std::make_shared<int>(0);
+    const Run r = check(args, [memo, calls](float* y, const float* x, const float* k,
+                                            const ConvShape& s) {
+      const int slot = (*calls)++ % 79;
+      auto it = memo->find(slot);
+      if (it != memo->end() && it->second.size() == static_cast<std::size_t>(s.y_elements())) {
+        std::memcpy(y, it->second.data(), it->second.size() * sizeof(float));
+      } else {
+        conv_forward_reference(y, x, k, s);
+        (*memo)[slot].assign(y, y + s.y_elements());
+      }
+      return wire::Status::ok;
+    });
+    REQUIRE(r.doc.at("status") == "ok");
+    const json& v = r.doc.at("verification");
+    CHECK(v.at("failed").get<int>() == v.at("calls").get<int>());
+    CHECK(v.at("first_failure").at("at").get<std::string>().rfind("y[", 0) == 0);
+  }
+  SUBCASE("a 'done' before the work is done leaves unwritten outputs: caught") {
+    const Run r = check(args, [](float* y, const float* x, const float* k, const ConvShape& s) {
+      // The work goes on in a thread after the answer.
+      std::thread([=] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        conv_forward_reference(y, x, k, s);
+      }).detach();
+      return wire::Status::ok;
+    });
+    // The count pass already sees NaN (or the check fails on verification).
+    REQUIRE(r.doc.at("status") == "ok");
+    const json& v = r.doc.at("verification");
+    CHECK(v.at("failed").get<int>() > 0);
+  }
+  SUBCASE("a reply sent ahead of its request ends the check") {
+    const Run r = check(args, library, true);
+    CHECK(r.doc.at("status") == "team_lost");
+    CHECK(r.doc.at("message").get<std::string>().find("out of turn") != std::string::npos);
+  }
+  SUBCASE("a team's error is the team's, with its message") {
+    const Run r = check(args, [](float*, const float*, const float*, const ConvShape&) {
+      return wire::Status::error;
+    });
+    CHECK(r.doc.at("status") == "error");
   }
 }

@@ -79,15 +79,60 @@ const std::string& grade_help() {
   return help;
 }
 
-// Grades tests/grader/hostile/CASE/submission for MILESTONE, running only the checks ONLY (plus
-// files, build and symbols), with a fixed seed and the shared framework cache of this build.
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
+void replace_all(std::string& text, const std::string& from, const std::string& to) {
+  for (std::size_t at = text.find(from); at != std::string::npos; at = text.find(from, at)) {
+    text.replace(at, from.size(), to);
+    at += to.size();
+  }
+}
+
+// A case whose attack needs a working convolution keeps only the attack (CASE/attack/FILE, no
+// convolution in it): its first line, "// convlab-hostile: staff PATH rename NAME", names the
+// staff solution it is laid after, whose entry point NAME becomes staff_NAME in namespace
+// student. The submission is put together here, from the staff code of this tree, so that no
+// fixture holds a working convolution.
+fs::path composed_submission(const fs::path& case_dir, const fs::path& into) {
+  const fs::path attack = case_dir / "attack";
+  for (const auto& e : fs::recursive_directory_iterator(attack)) {
+    if (!e.is_regular_file()) continue;
+    std::string text = read_text(e.path());
+    const std::string marker = "// convlab-hostile: staff ";
+    REQUIRE_MESSAGE(text.rfind(marker, 0) == 0, e.path() << " does not start with " << marker);
+    std::istringstream line(text.substr(marker.size(), text.find('\n') - marker.size()));
+    std::string staff, rename, name;
+    line >> staff >> rename >> name;
+    const fs::path staff_file = convlab::test::source_dir() / staff;
+    if (!fs::exists(staff_file)) {
+      convlab::test::skip("this case lays its attack over the staff solution " + staff +
+                          ", which this tree does not have");
+    }
+    std::string code = read_text(staff_file);
+    replace_all(code, "namespace convlab::solution", "namespace convlab::student");
+    replace_all(code, "void " + name + "(", "void staff_" + name + "(");
+    const fs::path out = into / fs::relative(e.path(), attack);
+    fs::create_directories(out.parent_path());
+    std::ofstream(out) << code << "\n" << text;
+  }
+  return into;
+}
+
+// Grades tests/grader/hostile/CASE/submission (or the composed one) for MILESTONE, running
+// only the checks ONLY (plus files, build and symbols), with a fixed seed and the shared
+// framework cache of this build.
 Grade grade(const std::string& name, const std::string& milestone,
             const std::vector<std::string>& only, const std::vector<std::string>& extra = {}) {
   grade_help();
   Grade g;
   g.dir = std::make_unique<convlab::test::TempDir>();
-  const fs::path submission =
-      convlab::test::source_dir() / "tests/grader/hostile" / name / "submission";
+  const fs::path case_dir = convlab::test::source_dir() / "tests/grader/hostile" / name;
+  const fs::path submission = fs::exists(case_dir / "submission")
+                                  ? case_dir / "submission"
+                                  : composed_submission(case_dir, g.dir->path() / "submission");
   std::string cmd = quote(convlab::test::convlab_binary().string()) + " grade " +
                     quote(submission.string()) + " --team " + name + " --milestone " + milestone +
                     " --out " + quote(g.out().string()) + " --cache " + quote(HOSTILE_CACHE) +
@@ -388,4 +433,126 @@ TEST_CASE("m3_unchecked_launch") {
   const std::string output = c.value("output", "");
   CHECK((output.find("invalid configuration argument") != std::string::npos ||
          output.find("invalid argument") != std::string::npos));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The team's process holds only the team's code; the referee owns inputs, clock and verdict.
+
+namespace {
+
+// The time check of a composed case (staff convolution plus an attack): it passes, and its Op
+// Time is the referee's honest one: no 10x speed-up over the library, no flag.
+const json& expect_honest_time(const Grade& g, const std::string& id, double max_speedup) {
+  const json& c = g.check(id);
+  expect_passed(c);
+  INFO(show(c));
+  REQUIRE(c.at("op_time_s").is_number());
+  const double op_time = c.at("op_time_s").get<double>();
+  CHECK(op_time > 0.0);
+  if (c.contains("reference_time_s") && c.at("reference_time_s").is_number()) {
+    const double speedup = c.at("reference_time_s").get<double>() / op_time;
+    CAPTURE(speedup);
+    CHECK(speedup < max_speedup);
+  }
+  CHECK(g.report.value("flags", json::array()).empty());
+  return c;
+}
+
+long long cache_hits(const std::string& log) {
+  const std::size_t at = log.find("cache hits: ");
+  REQUIRE_MESSAGE(at != std::string::npos, "the attack did not report its cache: " << log);
+  return std::stoll(log.substr(at + 12));
+}
+
+const std::string kM2Time = "time/cpu/ece408-high/10000";
+const std::string kM3Time = "time/baseline/ece408-high/10000";
+
+}  // namespace
+
+TEST_CASE("m2_reach_reference") {
+  const Grade g = grade("m2_reach_reference", "m2", {kM2Check, "elementwise/cpu"});
+  expect_clean_build(g);
+  expect_failed(g.check(kM2Check), "wrong_count");
+  expect_failed(g.check("elementwise/cpu"), "mismatch");
+  CHECK(g.report.value("score", -1.0) == 0.0);
+  CHECK(g.logs(".stderr.txt").find("reference not found") != std::string::npos);
+  CHECK(g.logs(".stderr.txt").find("reference found") == std::string::npos);
+}
+
+TEST_CASE("m2_forge_result") {
+  const Grade g = grade("m2_forge_result", "m2", {kM2Time}, {"--runs", "1"});
+  expect_clean_build(g);
+  const json& c = expect_honest_time(g, kM2Time, 10.0);
+  CHECK(c.at("op_time_s").get<double>() > 1e-3);  // not the forged 4.2 us
+  CHECK(g.report.dump().find("forged") == std::string::npos);
+  CHECK(read_text(g.out() / "results.json").find("forged") == std::string::npos);
+}
+
+TEST_CASE("m2_forge_socket") {
+  const Grade g = grade("m2_forge_socket", "m2", {kM2Check});
+  expect_clean_build(g);
+  const json& c = g.check(kM2Check);
+  expect_failed(c, "exit_code");
+  CHECK(c.value("output", "").find("out of turn") != std::string::npos);
+  CHECK(g.report.value("op_time_s", json()).is_null());
+}
+
+TEST_CASE("m2_patch_clock") {
+  const Grade g = grade("m2_patch_clock", "m2", {kM2Time}, {"--runs", "1"});
+  expect_clean_build(g);
+  expect_honest_time(g, kM2Time, 10.0);
+  CHECK(g.logs(".stderr.txt").find("steady_clock::now patched") != std::string::npos);
+}
+
+TEST_CASE("m2_cache_outputs") {
+  const Grade g = grade("m2_cache_outputs", "m2", {kM2Time}, {"--runs", "1"});
+  expect_clean_build(g);
+  expect_honest_time(g, kM2Time, 10.0);
+  // 10000 real images, then 10000 noisy ones: a hit is a duplicate image of the test set, never
+  // a timed image.
+  CHECK(cache_hits(g.logs(".stderr.txt")) < 100);
+}
+
+TEST_CASE("m3_reach_reference") {
+  require_cuda_build();
+  const std::string net = "network/baseline/ece408-high/100";
+  const Grade g = grade("m3_reach_reference", "m3", {net, "elementwise/baseline"});
+  expect_clean_build(g);
+  skip_without_gpu(g, net);
+  expect_failed(g.check(net), "wrong_count");
+  expect_failed(g.check("elementwise/baseline"), "mismatch");
+  CHECK(g.logs(".stderr.txt").find("cudnn not found, library not found") != std::string::npos);
+}
+
+TEST_CASE("m3_patch_clock") {
+  require_cuda_build();
+  const Grade g = grade("m3_patch_clock", "m3", {kM3Time}, {"--runs", "3"});
+  expect_clean_build(g);
+  skip_without_gpu(g, kM3Time);
+  expect_honest_time(g, kM3Time, 10.0);
+  CHECK(g.logs(".stderr.txt").find("clocks patched") != std::string::npos);
+}
+
+TEST_CASE("m3_early_done") {
+  require_cuda_build();
+  const Grade g = grade("m3_early_done", "m3", {kM3Time}, {"--runs", "3"});
+  expect_clean_build(g);
+  skip_without_gpu(g, kM3Time);
+  const json& c = g.check(kM3Time);
+  INFO(show(c));
+  if (c.value("status", "") == "passed") {
+    // The fence waited for the kernel: timed as the honest baseline is.
+    expect_honest_time(g, kM3Time, 3.0);
+  } else {
+    expect_failed(c, "mismatch");  // or caught with unwritten outputs
+  }
+}
+
+TEST_CASE("m3_cache_outputs") {
+  require_cuda_build();
+  const Grade g = grade("m3_cache_outputs", "m3", {kM3Time}, {"--runs", "3"});
+  expect_clean_build(g);
+  skip_without_gpu(g, kM3Time);
+  expect_honest_time(g, kM3Time, 10.0);
+  CHECK(cache_hits(g.logs(".stderr.txt")) == 0);
 }

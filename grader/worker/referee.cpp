@@ -1,23 +1,30 @@
-// convlab-check: the harness the grader runs inside the sandbox, linked with one team's code.
+// convlab-check: the trusted referee of one check. It never loads a team's code.
 //
-// It runs one task and writes one JSON document (grader/worker/protocol.hpp) to the file
-// descriptor in $CONVLAB_RESULT_FD when it ends; stdout and stderr belong to the team's code.
-// It never sees a label: the grader counts the correct predictions itself.
+// The grader runs it beside the team's process (convlab-team, in the sandbox) and hands both
+// ends of one socket. The referee owns everything the verdict rests on: it reads the model and
+// the images (the team's process sees neither), runs the network with the framework's layers,
+// and for each conv layer asks the team's process to compute the convolution on buffers it
+// shares with it (grader/worker/remote_conv.hpp), timing each call with its own clock. It writes
+// one JSON document (grader/worker/protocol.hpp) to $CONVLAB_RESULT_FD; the grader judges it.
 //
 //   convlab-check info
 //       the GPU (name, drivers), or status no_gpu
 //   convlab-check network --model FILE --images FILE --variant NAME|cpu [--runs N]
-//                         [--warmup N] [--reference]
-//       runs the model's network over the images (gzipped IDX, [N][rows][cols] bytes) with the
-//       team's convolution: --warmup untimed passes (default one on the GPU, none on the CPU),
-//       then --runs timed passes, each on the images in another rotation, each calling the
-//       convolution once per conv layer; returns every timed pass's predictions (in the file's
-//       order) and each conv layer's times (fastest, median, every pass); --reference also
-//       times the library convolution (cuDNN on the GPU, the CPU reference on the CPU) the same
-//       way on the same layers in the same process
+//                         [--warmup N] [--reference] [--noise-seed S] [--staged]
+//       one pass of the network over the images (gzipped IDX, [N][rows][cols] bytes) with the
+//       team's convolution: its predictions, in the file's order (the grader counts them
+//       against the labels). Then --warmup untimed and --runs timed passes on fresh inputs:
+//       the images rotated and under fresh pixel noise drawn from --noise-seed (a seed the
+//       grader draws when the grade starts), so no call sees an input seen before; every
+//       timed call's output is compared with the library convolution (CPU) or cuDNN (GPU) on
+//       the same input ("verification"), and each conv layer's times are kept (fastest,
+//       median, every pass). --reference also times the library convolution the same way on
+//       the same inputs. --staged: the team's process copies into buffers of its own
+//       (compute-sanitizer runs; no timing)
 //   convlab-check elementwise --variant NAME|cpu --seed S --shape B,M,C,H,W,K [--shape ...]
-//       draws x and k for each shape from the seed (elementwise_values()), calls the team's
-//       convolution twice with y poisoned (NaN) before each call, and returns the second y
+//       draws x and k for each shape from the seed (elementwise_values()), has the team's
+//       convolution called twice with y poisoned (NaN) before each call, and returns the
+//       second y
 //
 // Exit status: 0 when the task ran, 1 when it reported a failure in its document, 2 when no
 // document could be written.
@@ -33,6 +40,7 @@
 #include <cstring>
 #include <iostream>
 #include <limits>
+#include <memory>
 #include <new>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -42,8 +50,8 @@
 #include "datasets/fashion_mnist.hpp"
 #include "datasets/idx.hpp"
 #include "grader/worker/protocol.hpp"
+#include "grader/worker/remote_conv.hpp"
 #include "reference/conv/library_conv.hpp"
-#include "reference/conv/student_api.hpp"
 #include "reference/core/error.hpp"
 #include "reference/model/model.hpp"
 #include "reference/network/network.hpp"
@@ -63,46 +71,27 @@ using convlab::Error;
 using nlohmann::json;
 namespace grader = convlab::grader;
 
-// The GPU variants' names, and (with CUDA) the team's launchers, straight from the registry
-// file: only namespace student is linked in here, never the staff solutions.
+// The GPU variants' names, from the registry file (the team's process holds their code).
 #define CONVLAB_GPU_VARIANT(id, milestone, file, handout, idea) #id,
 constexpr const char* kVariantNames[] = {
 #include "reference/conv/gpu_variants.def"
 };
 #undef CONVLAB_GPU_VARIANT
 
-#ifdef CONVLAB_HAVE_CUDA
-struct StudentVariant {
-  const char* name;
-  convlab::GpuConvFn launcher;
-};
-#define CONVLAB_GPU_VARIANT(id, milestone, file, handout, idea) {#id, &convlab::student::conv_##id},
-constexpr StudentVariant kVariants[] = {
-#include "reference/conv/gpu_variants.def"
-};
-#undef CONVLAB_GPU_VARIANT
-
-// The team's fused conv + tanh + max-pool launcher of `name`, or nullptr where the variant
-// offers none.
-convlab::GpuConvTanhPoolFn fused_launcher(const std::string& name) {
-#define CONVLAB_GPU_FUSED_VARIANT(id) \
-  if (name == #id) return &convlab::student::conv_tanh_maxpool_##id;
-#include "reference/conv/gpu_variants.def"
-#undef CONVLAB_GPU_FUSED_VARIANT
-  return nullptr;
-}
-#endif
-
 // The max-pool a fused launcher is checked with: the one the network runner fuses.
 constexpr convlab::PoolShape kFusedPool{2, 2};
+
+// Pixel noise of the timed passes: each pixel moves by up to this many grey levels.
+constexpr int kNoiseLevels = 16;
 
 struct Args {
   std::string task;
   std::string model, images, variant;
-  int runs = 1;
+  int runs = 0;
   int warmup = -1;  // -1: one on the GPU, none on the CPU (as `convlab run`)
   bool reference = false;
-  std::optional<std::uint64_t> seed;
+  bool staged = false;
+  std::optional<std::uint64_t> seed, noise_seed;
   std::vector<ConvShape> shapes;
 };
 
@@ -124,6 +113,7 @@ Args parse_args(int argc, char** argv) {
   if (a.task != "info" && a.task != "network" && a.task != "elementwise") {
     throw Error("unknown task '" + a.task + "': use info, network or elementwise");
   }
+  constexpr auto kMax64 = std::numeric_limits<std::uint64_t>::max();
   for (int i = 2; i < argc; ++i) {
     const std::string flag = argv[i];
     const auto value = [&]() -> std::string {
@@ -137,14 +127,17 @@ Args parse_args(int argc, char** argv) {
     } else if (flag == "--variant") {
       a.variant = value();
     } else if (flag == "--runs") {
-      a.runs = parse_number(flag, value(), 1, 1000);
+      a.runs = parse_number(flag, value(), 0, 1000);
     } else if (flag == "--warmup") {
       a.warmup = parse_number(flag, value(), 0, 100);
     } else if (flag == "--reference") {
       a.reference = true;
+    } else if (flag == "--staged") {
+      a.staged = true;
     } else if (flag == "--seed") {
-      a.seed =
-          parse_number<std::uint64_t>(flag, value(), 0, std::numeric_limits<std::uint64_t>::max());
+      a.seed = parse_number<std::uint64_t>(flag, value(), 0, kMax64);
+    } else if (flag == "--noise-seed") {
+      a.noise_seed = parse_number<std::uint64_t>(flag, value(), 0, kMax64);
     } else if (flag == "--shape") {
       const std::string text = value();
       const auto s = grader::parse_shape_argument(text);
@@ -162,6 +155,7 @@ Args parse_args(int argc, char** argv) {
     need(!a.model.empty(), "--model");
     need(!a.images.empty(), "--images");
     need(!a.variant.empty(), "--variant");
+    need(a.runs == 0 || a.noise_seed.has_value(), "--noise-seed for timed runs");
   } else if (a.task == "elementwise") {
     need(!a.variant.empty(), "--variant");
     need(a.seed.has_value(), "--seed");
@@ -199,15 +193,6 @@ json timing_json(const convlab::NetworkRun& run) {
 }
 
 #ifdef CONVLAB_HAVE_CUDA
-const StudentVariant& find_variant(const std::string& name) {
-  std::string names;
-  for (const StudentVariant& v : kVariants) {
-    if (name == v.name) return v;
-    names += (names.empty() ? "" : ", ") + std::string(v.name);
-  }
-  throw Error("unknown variant '" + name + "': use cpu or one of " + names);
-}
-
 json gpu_json() {
   const convlab::GpuInfo info = convlab::gpu_info();
   return {{"name", info.name},
@@ -218,8 +203,7 @@ json gpu_json() {
 }
 #endif
 
-// Throws unless `variant` names a GPU variant and the GPU can be used; a CPU-only harness cannot
-// run a GPU variant at all.
+// Throws unless `variant` names a GPU variant and the GPU can be used here.
 void require_gpu(const std::string& variant) {
   std::string names;
   bool known = false;
@@ -246,51 +230,39 @@ json task_info() {
 #endif
 }
 
-// The images of pass `pass`, rotated so that no two passes give a call the same input: image i
-// of the batch is image (i + offset) % n of the file, offset = pass * 7919 % n (7919 is odd, so
-// on the CPU no 128-image chunk repeats from one pass to the next either). A result kept from an
-// earlier call is then a wrong result, not a fast one.
-std::int64_t pass_offset(int pass, std::int64_t n) {
-  return static_cast<std::int64_t>(pass) * 7919 % n;
-}
-
-convlab::Tensor rotated(const convlab::Tensor& input, std::int64_t offset) {
-  const std::int64_t n = input.dim(0), per_image = input.size() / n;
-  convlab::Tensor out(input.shape());
-  const float* src = input.data();
-  float* dst = out.data();
-  std::copy(src + offset * per_image, src + n * per_image, dst);
-  std::copy(src, src + offset * per_image, dst + (n - offset) * per_image);
-  return out;
-}
-
-// Runs the network `warmup` untimed passes and then `runs` timed passes, one call per conv
-// layer (per chunk on the CPU) each, every pass on differently rotated images. Returns the
-// timed passes' runs, their predictions in file order, and the offsets used.
-struct Passes {
-  std::vector<convlab::NetworkRun> runs;
-  std::vector<std::vector<int>> predictions;
-  std::vector<std::int64_t> offsets;
-};
-
-template <typename RunOnce>
-Passes run_passes(const convlab::Tensor& input, int warmup, int runs, RunOnce&& run_once) {
-  const std::int64_t n = input.dim(0);
-  Passes p;
-  for (int pass = 0; pass < warmup + runs; ++pass) {
-    const std::int64_t offset = pass_offset(pass, n);
-    convlab::NetworkRun run = run_once(rotated(input, offset));
-    if (pass < warmup) continue;
-    const std::vector<int> rotated_pred = convlab::predictions(run.output);
-    std::vector<int> pred(rotated_pred.size());
-    for (std::int64_t i = 0; i < n; ++i) {
-      pred[static_cast<std::size_t>((i + offset) % n)] = rotated_pred[static_cast<std::size_t>(i)];
-    }
-    p.predictions.push_back(std::move(pred));
-    p.offsets.push_back(offset);
-    p.runs.push_back(std::move(run));
+// The socket to the team's process, handed over by the grader.
+int team_socket() {
+  const char* text = std::getenv("CONVLAB_PASS_FD");
+  int fd = -1;
+  if (text == nullptr || std::from_chars(text, text + std::strlen(text), fd).ec != std::errc() ||
+      fd < 0) {
+    throw Error("no socket to the team's process ($CONVLAB_PASS_FD): the grader runs this task");
   }
-  return p;
+  return fd;
+}
+
+// The input of timed pass `pass`: the images rotated by pass * 7919 (so no call gets the batch
+// of the call before it), every pixel moved by a fresh amount in [-kNoiseLevels, kNoiseLevels]
+// grey levels (clamped to 0..255) drawn from `seed` and the pass: inputs no call has seen,
+// with the statistics of real images, so a kernel that exploits the data is timed as on them.
+convlab::Tensor noisy_pass_input(const convlab::data::Dataset& images, float scale,
+                                 std::uint64_t seed, int pass) {
+  const std::int64_t n = images.count;
+  const std::int64_t per = static_cast<std::int64_t>(images.rows) * images.cols;
+  const std::int64_t offset = static_cast<std::int64_t>(pass) * 7919 % n;
+  const std::vector<float> u = grader::elementwise_values(
+      seed, 1000003 + static_cast<std::size_t>(pass), grader::ElementwiseTensor::x, n * per);
+  convlab::Tensor out({n, 1, images.rows, images.cols});
+  float* dst = out.data();
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::uint8_t* src = images.pixels.data() + ((i + offset) % n) * per;
+    for (std::int64_t j = 0; j < per; ++j) {
+      const int delta = static_cast<int>(std::lround(u[static_cast<std::size_t>(i * per + j)] * kNoiseLevels));
+      const int v = std::clamp(static_cast<int>(src[j]) + delta, 0, 255);
+      dst[i * per + j] = static_cast<float>(v) * scale;
+    }
+  }
+  return out;
 }
 
 // One run whose conv layers carry every timed pass's sample; each layer's figure is the
@@ -312,6 +284,27 @@ convlab::NetworkRun merged(const std::vector<convlab::NetworkRun>& runs) {
   return m;
 }
 
+json verification_json(const grader::Verification& v) {
+  json j = {{"calls", v.calls}, {"failed", v.failed}, {"worst_error", v.worst_error},
+            {"atol", grader::kVerifyAtol}, {"rtol", grader::kVerifyRtol}};
+  if (v.first) {
+    const grader::VerifyFailure& f = *v.first;
+    j["first_failure"] = {{"call", f.call},
+                          {"shape", shape_json(f.shape)},
+                          {"fused", f.fused},
+                          {"mismatches", f.mismatches},
+                          {"at", grader::output_coordinates(f.index, f.shape, f.fused)},
+                          {"got", std::isfinite(f.got) ? json(f.got) : json(std::to_string(f.got))},
+                          {"want", f.want}};
+  }
+  return j;
+}
+
+// How one network pass calls the convolution: the team's (remote) or the library's.
+struct Runner {
+  std::function<convlab::NetworkRun(const convlab::Tensor&, const convlab::TimingOptions&)> run;
+};
+
 json task_network(const Args& a) {
   const convlab::Model model = convlab::load_model(a.model);
   convlab::data::IdxArray idx = convlab::data::read_idx_gz(a.images);
@@ -326,121 +319,123 @@ json task_network(const Args& a) {
   const convlab::Tensor input = images.images(images.count, model.input_scale);
 
   const bool gpu = a.variant != "cpu";
-  // Every timed call's output is checked: each pass times one call per layer, so the output
-  // that goes on through the network is the timed one (never an untimed call's).
-  const convlab::TimingOptions once{0, 1};
+  if (gpu) require_gpu(a.variant);
+  grader::RemoteConv team(team_socket(), a.variant, a.staged);
+  // Every call's time is the referee's own measurement of the remote call.
+  const convlab::TimingOptions once(0, 1, [&team](const std::function<void()>& call) {
+    call();
+    return team.last_seconds();
+  });
+  const convlab::TimingOptions own_clock{0, 1};
   const int warmup = a.warmup >= 0 ? a.warmup : (gpu ? 1 : 0);
   json out = {{"variant", a.variant}, {"device", gpu ? "gpu" : "cpu"}, {"images", images.count}};
-  Passes team, reference;
+  out["gpu"] = nullptr;
+  Runner team_runner, library_runner;
   std::string reference_name;
   if (!gpu) {
-    team = run_passes(input, warmup, a.runs, [&](const convlab::Tensor& in) {
-      return convlab::run_network_cpu(model, in, convlab::student::conv_forward_cpu, once);
-    });
-    if (a.reference) {
-      reference_name = "cpu_reference";
-      reference = run_passes(input, warmup, a.runs, [&](const convlab::Tensor& in) {
-        return convlab::run_network_cpu(model, in, convlab::conv_forward_reference, once);
-      });
-    }
-    out["gpu"] = nullptr;
+    team_runner.run = [&](const convlab::Tensor& in, const convlab::TimingOptions& t) {
+      return convlab::run_network_cpu(
+          model, in,
+          [&](float* y, const float* x, const float* k, const ConvShape& s) {
+            team.cpu(y, x, k, s);
+          },
+          t);
+    };
+    reference_name = "cpu_reference";
+    library_runner.run = [&](const convlab::Tensor& in, const convlab::TimingOptions& t) {
+      return convlab::run_network_cpu(model, in, convlab::conv_forward_reference, t);
+    };
   } else {
-    require_gpu(a.variant);
 #ifdef CONVLAB_HAVE_CUDA
-    const StudentVariant& v = find_variant(a.variant);
     out["gpu"] = gpu_json();
     // As `convlab run`: the variant's fused launcher where it offers one (a stub falls back to
     // the plain launcher inside the runner), and cuDNN fused exactly when the team's run was.
-    const convlab::GpuConvTanhPoolFn fused_fn = fused_launcher(v.name);
-    team = run_passes(input, warmup, a.runs, [&](const convlab::Tensor& in) {
-      return convlab::run_network_gpu(model, in, v.launcher, fused_fn, v.name, once);
-    });
-    const auto& layers = team.runs.front().conv_layers;
-    const bool fused =
-        std::any_of(layers.begin(), layers.end(), [](const auto& t) { return !t.fused.empty(); });
-    if (a.reference) {
-      reference_name = "cudnn";
-      const convlab::GpuConvTanhPoolCall cudnn_fused =
-          fused ? convlab::GpuConvTanhPoolCall(convlab::conv_tanh_maxpool_cudnn) : nullptr;
-      reference = run_passes(input, warmup, a.runs, [&](const convlab::Tensor& in) {
-        return convlab::run_network_gpu(model, in, convlab::conv_forward_cudnn, cudnn_fused,
-                                        "cuDNN", once);
-      });
-    }
+    const bool offers_fused = team.has_fused();
+    team_runner.run = [&, offers_fused](const convlab::Tensor& in, const convlab::TimingOptions& t) {
+      const convlab::GpuConvTanhPoolCall fused =
+          offers_fused ? convlab::GpuConvTanhPoolCall([&](float* y, const float* x, const float* k,
+                                                          const ConvShape& s,
+                                                          const convlab::PoolShape& p,
+                                                          cudaStream_t st) {
+            team.gpu_fused(y, x, k, s, p.size, st);
+          })
+                       : nullptr;
+      return convlab::run_network_gpu(
+          model, in,
+          [&](float* y, const float* x, const float* k, const ConvShape& s, cudaStream_t st) {
+            team.gpu(y, x, k, s, st);
+          },
+          fused, a.variant, t);
+    };
+    reference_name = "cudnn";
 #endif
   }
+
+  // The count: one pass on the real images, in the file's order.
+  const convlab::NetworkRun count = team_runner.run(input, once);
   json passes = json::array();
-  for (std::size_t i = 0; i < team.runs.size(); ++i) {
-    passes.push_back({{"offset", team.offsets[i]}, {"predictions", team.predictions[i]}});
-  }
-  out["warmup_passes"] = warmup;
+  passes.push_back({{"offset", 0}, {"predictions", convlab::predictions(count.output)}});
   out["passes"] = passes;
-  out["timing"] = timing_json(merged(team.runs));
+  out["warmup_passes"] = 0;
+  out["timing"] = nullptr;
   out["reference"] = nullptr;
+  out["verification"] = nullptr;
+  out["handshake_s"] = team.handshake_s();
+  if (a.runs == 0 || a.staged) return out;
+
+#ifdef CONVLAB_HAVE_CUDA
+  if (gpu) {
+    const auto& layers = count.conv_layers;
+    const bool fused =
+        std::any_of(layers.begin(), layers.end(), [](const auto& t) { return !t.fused.empty(); });
+    const convlab::GpuConvTanhPoolCall cudnn_fused =
+        fused ? convlab::GpuConvTanhPoolCall(convlab::conv_tanh_maxpool_cudnn) : nullptr;
+    library_runner.run = [&, cudnn_fused](const convlab::Tensor& in,
+                                          const convlab::TimingOptions& t) {
+      return convlab::run_network_gpu(model, in, convlab::conv_forward_cudnn, cudnn_fused,
+                                      "cuDNN", t);
+    };
+  }
+#endif
+  // Warm-up and timed passes on fresh inputs, every timed call verified.
+  std::vector<convlab::NetworkRun> team_runs, library_runs;
+  for (int pass = 0; pass < warmup + a.runs; ++pass) {
+    const convlab::Tensor in = noisy_pass_input(images, model.input_scale, *a.noise_seed, pass);
+    team.set_verify(pass >= warmup);
+    convlab::NetworkRun r = team_runner.run(in, once);
+    if (a.reference) {
+      convlab::NetworkRun ref = library_runner.run(in, own_clock);
+      if (pass >= warmup) library_runs.push_back(std::move(ref));
+    }
+    if (pass >= warmup) team_runs.push_back(std::move(r));
+  }
+  team.set_verify(false);
+  out["warmup_passes"] = warmup;
+  out["timed_passes"] = a.runs;
+  out["noise_seed"] = *a.noise_seed;
+  out["timing"] = timing_json(merged(team_runs));
+  out["verification"] = verification_json(team.verification());
   if (a.reference) {
-    out["reference"] = timing_json(merged(reference.runs));
+    out["reference"] = timing_json(merged(library_runs));
     out["reference"]["name"] = reference_name;
   }
   return out;
 }
 
-// One element-wise case on the CPU: y poisoned, the call, twice; the second y is returned.
-std::vector<float> elementwise_cpu(const ConvShape& s, const std::vector<float>& x,
-                                   const std::vector<float>& k) {
-  std::vector<float> y(static_cast<std::size_t>(s.y_elements()));
-  for (int call = 0; call < 2; ++call) {
-    std::fill(y.begin(), y.end(), std::numeric_limits<float>::quiet_NaN());
-    convlab::student::conv_forward_cpu(y.data(), x.data(), k.data(), s);
-  }
-  return y;
-}
-
-#ifdef CONVLAB_HAVE_CUDA
-// The same on the GPU: a kernel must write every element on every call, not only the first.
-// `launch(y, x, k, stream)` makes one call; `y_elements` is the size of its output.
-template <typename Launch>
-std::vector<float> elementwise_gpu(const std::string& what, const ConvShape& s,
-                                   std::int64_t y_elements, const std::vector<float>& x,
-                                   const std::vector<float>& k, Launch&& launch) {
-  convlab::DeviceBuffer dx(s.x_elements()), dk(s.k_elements()), dy(y_elements);
-  dx.upload(x);
-  dk.upload(k);
-  convlab::CudaStream stream;
-  try {
-    for (int call = 0; call < 2; ++call) {
-      dy.fill_bytes(0xff);
-      launch(dy.data(), dx.data(), dk.data(), stream.get());
-      CUDA_CHECK(cudaStreamSynchronize(stream.get()));
-      CUDA_CHECK(cudaGetLastError());
-    }
-  } catch (const convlab::NotImplemented&) {
-    throw;
-  } catch (const convlab::CudaError& e) {
-    throw convlab::CudaError(what + " failed on " + s.to_string() + ": " + e.what());
-  }
-  return dy.download();
-}
-#endif
-
 json task_elementwise(const Args& a) {
   const bool gpu = a.variant != "cpu";
   json out = {{"variant", a.variant}, {"device", gpu ? "gpu" : "cpu"}, {"seed", *a.seed}};
   out["gpu"] = nullptr;
+  if (gpu) require_gpu(a.variant);
+  grader::RemoteConv team(team_socket(), a.variant);
 #ifdef CONVLAB_HAVE_CUDA
-  const StudentVariant* v = nullptr;
-#endif
-  if (gpu) {
-    require_gpu(a.variant);
-#ifdef CONVLAB_HAVE_CUDA
-    v = &find_variant(a.variant);
-    out["gpu"] = gpu_json();
-#endif
-  }
+  if (gpu) out["gpu"] = gpu_json();
   // A variant with a fused launcher has it checked too, on every shape a 2x2 pool fits; its
   // stub (NotImplemented) is reported, not failed: the fused launcher is optional.
-#ifdef CONVLAB_HAVE_CUDA
-  convlab::GpuConvTanhPoolFn fused = gpu ? fused_launcher(a.variant) : nullptr;
-  if (fused != nullptr) out["fused"] = "ok";
+  bool fused = gpu && team.has_fused();
+  if (fused) out["fused"] = "ok";
+  std::optional<convlab::CudaStream> stream;
+  if (gpu) stream.emplace();
 #endif
   json outputs = json::array();
   for (std::size_t i = 0; i < a.shapes.size(); ++i) {
@@ -450,25 +445,32 @@ json task_elementwise(const Args& a) {
     const std::vector<float> k =
         grader::elementwise_values(*a.seed, i, grader::ElementwiseTensor::k, s.k_elements());
     json o = {{"shape", shape_json(s)}};
+    // Two calls each: y is poisoned before every call, so both must write every output.
     if (!gpu) {
-      o["y"] = grader::encode_floats(elementwise_cpu(s, x, k));
+      std::vector<float> y(static_cast<std::size_t>(s.y_elements()));
+      for (int call = 0; call < 2; ++call) team.cpu(y.data(), x.data(), k.data(), s);
+      o["y"] = grader::encode_floats(y);
     } else {
 #ifdef CONVLAB_HAVE_CUDA
-      o["y"] = grader::encode_floats(
-          elementwise_gpu("the " + std::string(v->name) + " convolution", s, s.y_elements(), x, k,
-                          [&](float* y, const float* dx, const float* dk, cudaStream_t st) {
-                            v->launcher(y, dx, dk, s, st);
-                          }));
+      convlab::DeviceBuffer dx(s.x_elements()), dk(s.k_elements()), dy(s.y_elements());
+      dx.upload(x);
+      dk.upload(k);
+      for (int call = 0; call < 2; ++call) {
+        team.gpu(dy.data(), dx.data(), dk.data(), s, stream->get());
+      }
+      stream->sync();
+      o["y"] = grader::encode_floats(dy.download());
       const bool fits = kFusedPool.size <= s.H_out() && kFusedPool.size <= s.W_out();
-      if (fused != nullptr && fits) {
+      if (fused && fits) {
+        convlab::DeviceBuffer dp(kFusedPool.pooled_elements(s));
         try {
-          o["pooled"] = grader::encode_floats(elementwise_gpu(
-              "the fused " + std::string(v->name) + " launcher", s, kFusedPool.pooled_elements(s),
-              x, k, [&](float* y, const float* dx, const float* dk, cudaStream_t st) {
-                fused(y, dx, dk, s, kFusedPool, st);
-              }));
+          for (int call = 0; call < 2; ++call) {
+            team.gpu_fused(dp.data(), dx.data(), dk.data(), s, kFusedPool.size, stream->get());
+          }
+          stream->sync();
+          o["pooled"] = grader::encode_floats(dp.download());
         } catch (const convlab::NotImplemented& e) {
-          fused = nullptr;
+          fused = false;
           out["fused"] = "not_implemented";
           out["fused_message"] = e.what();
         }
@@ -504,16 +506,17 @@ int main(int argc, char** argv) {
       ::fstat(fd, &st) != 0) {
     std::cerr << "convlab-check: $" << grader::kResultFdEnv
               << " must name an open file descriptor for the result. The grader runs this "
-                 "program; to run it by hand: "
-              << grader::kResultFdEnv << "=3 convlab-check TASK ... 3>result.json" << std::endl;
+                 "program beside the team's process."
+              << std::endl;
     return 2;
   }
-  // Closed on exec, so nothing the team's code starts inherits the channel.
   ::fcntl(fd, F_SETFD, FD_CLOEXEC);
 
   const auto start = std::chrono::steady_clock::now();
   json result;
   std::string task = argc > 1 ? argv[1] : "";
+  // Statuses of the team's doing (not_implemented, cuda_error, error, team_lost) come from the
+  // team's process; anything else that fails here is the referee's own problem.
   try {
     const Args args = parse_args(argc, argv);
     if (args.task == "info") {
@@ -524,24 +527,30 @@ int main(int argc, char** argv) {
       result = task_elementwise(args);
     }
     if (!result.contains("status")) result["status"] = "ok";
-  } catch (const convlab::NotImplemented& e) {
+  } catch (const grader::TeamNotImplemented& e) {
     result = {{"status", "not_implemented"}, {"message", e.what()}};
+  } catch (const grader::TeamCudaError& e) {
+    result = {{"status", "cuda_error"}, {"message", e.what()}};
+  } catch (const grader::TeamError& e) {
+    result = {{"status", "error"}, {"message", e.what()}};
+  } catch (const grader::TeamLost& e) {
+    result = {{"status", "team_lost"}, {"message", e.what()}};
 #ifdef CONVLAB_HAVE_CUDA
   } catch (const convlab::CudaError& e) {
-    result = {{"status", "cuda_error"}, {"message", e.what()}};
+    std::string why;
+    result = convlab::cuda_device_available(&why)
+                 ? json{{"status", "referee_error"}, {"message", e.what()}}
+                 : json{{"status", "no_gpu"}, {"message", why}};
 #endif
-  } catch (const Error& e) {
-    result = {{"status", "error"}, {"message", e.what()}};
   } catch (const std::bad_alloc&) {
-    result = {{"status", "error"}, {"message", "out of memory"}};
+    result = {{"status", "referee_error"}, {"message", "out of memory"}};
   } catch (const std::exception& e) {
-    result = {{"status", "error"}, {"message", std::string("unexpected exception: ") + e.what()}};
+    result = {{"status", "referee_error"}, {"message", e.what()}};
   }
   result["schema"] = grader::kCheckSchema;
   result["task"] = task;
   result["wall_s"] =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::cout << std::flush;
   if (!write_all(fd, result.dump())) {
     std::cerr << "convlab-check: cannot write the result: " << std::strerror(errno) << std::endl;
     return 2;

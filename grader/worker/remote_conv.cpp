@@ -1,0 +1,373 @@
+#include "grader/worker/remote_conv.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "grader/worker/team_protocol.hpp"
+#include "reference/conv/library_conv.hpp"
+
+#ifdef CONVLAB_HAVE_CUDA
+#include "grader/worker/fence.hpp"
+#include "reference/conv/cudnn_conv.hpp"
+#include "reference/core/cuda_check.hpp"
+#include "reference/core/device_buffer.hpp"
+#endif
+
+namespace convlab::grader {
+namespace {
+
+namespace wire = grader::wire;
+using Clock = std::chrono::steady_clock;
+
+constexpr std::uint64_t kAlign = 256;  // of every tensor in the shared buffers
+// Empty round trips measured at the start; their median is subtracted from every sample.
+constexpr int kHandshakes = 31;
+// Host copies out of the shared arena go in blocks of this size, in a random order.
+constexpr std::int64_t kCopyBlock = 16384;  // floats
+
+std::uint64_t align_up(std::uint64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+double seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+void set_shape(wire::Request& rq, const ConvShape& s) {
+  const int v[6] = {s.B, s.M, s.C, s.H, s.W, s.K};
+  std::copy(v, v + 6, rq.shape);
+}
+
+}  // namespace
+
+struct RemoteConv::Impl {
+  int socket = -1;
+  bool gpu = false;
+  bool staged = false;
+  std::mt19937_64 nonces{std::random_device{}()};
+  std::mt19937_64 order{std::random_device{}()};
+
+  // The host arena: a sealed memfd (the team's process cannot shrink it under us).
+  int memfd = -1;
+  void* arena = nullptr;
+  std::uint64_t arena_bytes = 0;
+
+#ifdef CONVLAB_HAVE_CUDA
+  struct Shared {
+    DeviceBuffer buffer;
+    std::uint32_t id = 0;
+  };
+  Shared dx, dk, dy;
+  std::uint32_t next_id = 1;
+  cudaStream_t fence_stream = nullptr;
+  cudaEvent_t after_fence = nullptr;
+#endif
+
+  ~Impl() {
+    if (arena != nullptr) ::munmap(arena, arena_bytes);
+    if (memfd >= 0) ::close(memfd);
+#ifdef CONVLAB_HAVE_CUDA
+    if (after_fence != nullptr) cudaEventDestroy(after_fence);
+    if (fence_stream != nullptr) cudaStreamDestroy(fence_stream);
+#endif
+  }
+
+  // Sends `rq` and returns its reply. Anything the team's process sent before this request is
+  // a protocol violation (a "done" sent ahead of time); so is a reply without the request's
+  // nonce, a malformed message and the end of the socket.
+  wire::Reply exchange(wire::Request rq, int fd = -1) {
+    pollfd p{socket, POLLIN, 0};
+    if (::poll(&p, 1, 0) > 0) {
+      throw TeamLost((p.revents & POLLIN) != 0
+                         ? "the team's process wrote to the harness's socket out of turn"
+                         : "the team's process closed the harness's socket");
+    }
+    rq.nonce = nonces();
+    if (!wire::send_message(socket, rq, fd)) {
+      throw TeamLost("the team's process stopped listening (it ended or closed its socket)");
+    }
+    wire::Reply reply;
+    if (!wire::receive_message(socket, reply)) {
+      throw TeamLost("the team's process ended before it answered");
+    }
+    if (reply.nonce != rq.nonce) throw TeamLost("the team's process answered another request");
+    return reply;
+  }
+
+  static void check(const wire::Reply& r) {
+    const std::string text = wire::get_text(r.message);
+    switch (r.status) {
+      case wire::Status::ok:
+        return;
+      case wire::Status::not_implemented:
+        throw TeamNotImplemented(text);
+      case wire::Status::cuda_error:
+        throw TeamCudaError(text);
+      case wire::Status::error:
+        throw TeamError(text);
+      case wire::Status::no_gpu:
+        throw Error("the team's process cannot use the GPU: " + text);
+      case wire::Status::bad_request:
+        throw Error("the harness refused a request: " + text);
+    }
+    throw TeamLost("the team's process answered with an unknown status");
+  }
+
+  void ensure_arena(std::uint64_t bytes) {
+    if (bytes <= arena_bytes) return;
+    bytes = std::max<std::uint64_t>(bytes, 2 * arena_bytes);
+    if (arena != nullptr) ::munmap(arena, arena_bytes);
+    if (memfd >= 0) ::close(memfd);
+    arena = nullptr;
+    arena_bytes = 0;
+    memfd = ::memfd_create("convlab-shared", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (memfd < 0 || ::ftruncate(memfd, static_cast<off_t>(bytes)) != 0 ||
+        ::fcntl(memfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+      throw Error("cannot create the shared buffers: " + std::string(std::strerror(errno)));
+    }
+    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+    if (p == MAP_FAILED) throw Error("cannot map the shared buffers");
+    arena = p;
+    arena_bytes = bytes;
+    wire::Request rq;
+    rq.op = wire::Op::map_host;
+    rq.bytes = bytes;
+    check(exchange(rq, memfd));
+  }
+
+  float* at(std::uint64_t offset) { return reinterpret_cast<float*>(static_cast<char*>(arena) + offset); }
+
+  // y = the arena's output, copied block by block in a random order: a team thread still
+  // writing after its "done" is caught leaving NaN wherever the copy got first.
+  void copy_out(float* dst, const float* src, std::int64_t count) {
+    const std::int64_t blocks = (count + kCopyBlock - 1) / kCopyBlock;
+    std::vector<std::int64_t> idx(static_cast<std::size_t>(blocks));
+    std::iota(idx.begin(), idx.end(), 0);
+    std::shuffle(idx.begin(), idx.end(), order);
+    for (std::int64_t b : idx) {
+      const std::int64_t first = b * kCopyBlock;
+      const std::int64_t n = std::min(kCopyBlock, count - first);
+      std::memcpy(dst + first, src + first, static_cast<std::size_t>(n) * sizeof(float));
+    }
+  }
+
+  // Lays x, k and a NaN-poisoned y out in the arena; returns the request's refs.
+  void stage_host(wire::Request& rq, const float* x, std::int64_t nx, const float* k,
+                  std::int64_t nk, std::int64_t ny) {
+    const std::uint64_t ox = 0;
+    const std::uint64_t ok = align_up(static_cast<std::uint64_t>(nx) * sizeof(float));
+    const std::uint64_t oy = ok + align_up(static_cast<std::uint64_t>(nk) * sizeof(float));
+    ensure_arena(oy + align_up(static_cast<std::uint64_t>(ny) * sizeof(float)));
+    std::memcpy(at(ox), x, static_cast<std::size_t>(nx) * sizeof(float));
+    std::memcpy(at(ok), k, static_cast<std::size_t>(nk) * sizeof(float));
+    std::memset(at(oy), 0xff, static_cast<std::size_t>(ny) * sizeof(float));
+    rq.x = {0, 0, ox};
+    rq.k = {0, 0, ok};
+    rq.y = {0, 0, oy};
+  }
+
+#ifdef CONVLAB_HAVE_CUDA
+  void ensure_device(Shared& s, std::int64_t count) {
+    if (s.buffer.size() >= count) return;
+    s.buffer = DeviceBuffer(std::max<std::int64_t>(count, 2 * s.buffer.size()));
+    s.id = next_id++;
+    wire::Request rq;
+    rq.op = wire::Op::map_device;
+    rq.buffer = s.id;
+    rq.bytes = static_cast<std::uint64_t>(s.buffer.size()) * sizeof(float);
+    cudaIpcMemHandle_t handle;
+    CUDA_CHECK(cudaIpcGetMemHandle(&handle, s.buffer.data()));
+    static_assert(sizeof handle == sizeof rq.ipc_handle);
+    std::memcpy(rq.ipc_handle, &handle, sizeof handle);
+    check(exchange(rq));
+  }
+#endif
+};
+
+RemoteConv::RemoteConv(int socket, const std::string& variant, bool staged)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->socket = socket;
+  impl_->gpu = variant != "cpu";
+  impl_->staged = staged;
+  wire::Request hello;
+  hello.op = wire::Op::hello;
+  wire::set_text(hello.variant, variant);
+  const wire::Reply r = impl_->exchange(hello);
+  Impl::check(r);
+  fused_ = r.fused != 0;
+#ifdef CONVLAB_HAVE_CUDA
+  if (impl_->gpu) {
+    CUDA_CHECK(cudaStreamCreateWithFlags(&impl_->fence_stream, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaEventCreateWithFlags(&impl_->after_fence, cudaEventDisableTiming));
+  }
+#endif
+  // The empty round trip, fence included: what every sample carries besides the call.
+  std::vector<double> trips;
+  for (int i = 0; i < kHandshakes; ++i) {
+    wire::Request nop;
+    nop.op = wire::Op::nop;
+    const auto t0 = Clock::now();
+    Impl::check(impl_->exchange(nop));
+#ifdef CONVLAB_HAVE_CUDA
+    if (impl_->gpu) {
+      queue_fence_and_snapshot(nullptr, nullptr, 0, impl_->after_fence, impl_->fence_stream);
+      CUDA_CHECK(cudaEventSynchronize(impl_->after_fence));
+    }
+#endif
+    trips.push_back(seconds(t0, Clock::now()));
+  }
+  std::nth_element(trips.begin(), trips.begin() + kHandshakes / 2, trips.end());
+  handshake_s_ = trips[kHandshakes / 2];
+}
+
+RemoteConv::~RemoteConv() { quit(); }
+
+void RemoteConv::quit() {
+  if (impl_->socket < 0) return;
+  wire::Request rq;
+  rq.op = wire::Op::quit;
+  wire::send_message(impl_->socket, rq);
+  impl_->socket = -1;
+}
+
+void RemoteConv::cpu(float* y, const float* x, const float* k, const ConvShape& s) {
+  wire::Request rq;
+  rq.op = wire::Op::conv;
+  set_shape(rq, s);
+  impl_->stage_host(rq, x, s.x_elements(), k, s.k_elements(), s.y_elements());
+  const auto t0 = Clock::now();
+  const wire::Reply r = impl_->exchange(rq);
+  const auto t1 = Clock::now();
+  Impl::check(r);
+  impl_->copy_out(y, impl_->at(rq.y.offset), s.y_elements());
+  last_s_ = std::max(0.0, seconds(t0, t1) - handshake_s_);
+  if (verify_) {
+    std::vector<float> want(static_cast<std::size_t>(s.y_elements()));
+    conv_forward_reference(want.data(), x, k, s);
+    verify_output(verification_, y, want.data(), s.y_elements(), s, false);
+  }
+}
+
+#ifdef CONVLAB_HAVE_CUDA
+namespace {
+
+void gpu_call(RemoteConv::Impl& impl, bool fused, int pool, float* y, const float* x,
+              const float* k, const ConvShape& s, cudaStream_t stream, double handshake,
+              double& last, bool verify, Verification& v) {
+  const std::int64_t ny = fused ? PoolShape{pool, pool}.pooled_elements(s) : s.y_elements();
+  wire::Request rq;
+  rq.op = fused ? wire::Op::conv_tanh_pool : wire::Op::conv;
+  rq.pool = pool;
+  set_shape(rq, s);
+  if (impl.staged) {
+    // compute-sanitizer runs: through host memory into the team's own exactly sized buffers.
+    std::vector<float> hx(static_cast<std::size_t>(s.x_elements()));
+    std::vector<float> hk(static_cast<std::size_t>(s.k_elements()));
+    CUDA_CHECK(cudaMemcpyAsync(hx.data(), x, hx.size() * sizeof(float), cudaMemcpyDeviceToHost, stream));
+    CUDA_CHECK(cudaMemcpyAsync(hk.data(), k, hk.size() * sizeof(float), cudaMemcpyDeviceToHost, stream));
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    impl.stage_host(rq, hx.data(), s.x_elements(), hk.data(), s.k_elements(), ny);
+    rq.staged = 1;
+    const auto t0 = Clock::now();
+    const wire::Reply r = impl.exchange(rq);
+    last = std::max(0.0, seconds(t0, Clock::now()) - handshake);
+    RemoteConv::Impl::check(r);
+    CUDA_CHECK(cudaMemcpyAsync(y, impl.at(rq.y.offset), static_cast<std::size_t>(ny) * sizeof(float),
+                               cudaMemcpyHostToDevice, stream));
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    return;
+  }
+  impl.ensure_device(impl.dx, s.x_elements());
+  impl.ensure_device(impl.dk, s.k_elements());
+  impl.ensure_device(impl.dy, ny);
+  CUDA_CHECK(cudaMemcpyAsync(impl.dx.buffer.data(), x, s.x_elements() * sizeof(float),
+                             cudaMemcpyDeviceToDevice, stream));
+  CUDA_CHECK(cudaMemcpyAsync(impl.dk.buffer.data(), k, s.k_elements() * sizeof(float),
+                             cudaMemcpyDeviceToDevice, stream));
+  CUDA_CHECK(cudaMemsetAsync(impl.dy.buffer.data(), 0xff, ny * sizeof(float), stream));
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  rq.x = {impl.dx.id, 0, 0};
+  rq.k = {impl.dk.id, 0, 0};
+  rq.y = {impl.dy.id, 0, 0};
+  const auto t0 = Clock::now();
+  const wire::Reply r = impl.exchange(rq);
+  // The clock stops at the fence; the snapshot into y follows it in the same turn on the GPU.
+  queue_fence_and_snapshot(y, impl.dy.buffer.data(), r.status == wire::Status::ok ? ny : 0,
+                           impl.after_fence, impl.fence_stream);
+  CUDA_CHECK(cudaEventSynchronize(impl.after_fence));
+  const auto t1 = Clock::now();
+  CUDA_CHECK(cudaStreamSynchronize(impl.fence_stream));
+  last = std::max(0.0, seconds(t0, t1) - handshake);
+  RemoteConv::Impl::check(r);
+  if (!verify) return;
+  DeviceBuffer want(ny);
+  if (fused) {
+    conv_tanh_maxpool_cudnn(want.data(), x, k, s, PoolShape{pool, pool}, stream);
+  } else {
+    conv_forward_cudnn(want.data(), x, k, s, stream);
+  }
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  std::vector<float> got(static_cast<std::size_t>(ny));
+  CUDA_CHECK(cudaMemcpy(got.data(), y, got.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  const std::vector<float> ref = want.download();
+  verify_output(v, got.data(), ref.data(), ny, s, fused);
+}
+
+}  // namespace
+
+void RemoteConv::gpu(float* y, const float* x, const float* k, const ConvShape& s,
+                     cudaStream_t stream) {
+  gpu_call(*impl_, false, 0, y, x, k, s, stream, handshake_s_, last_s_, verify_, verification_);
+}
+
+void RemoteConv::gpu_fused(float* y, const float* x, const float* k, const ConvShape& s, int pool,
+                           cudaStream_t stream) {
+  if (!fused_) throw TeamNotImplemented("this variant has no fused launcher");
+  gpu_call(*impl_, true, pool, y, x, k, s, stream, handshake_s_, last_s_, verify_, verification_);
+}
+#endif
+
+bool verify_output(Verification& v, const float* got, const float* want, std::int64_t count,
+                   const ConvShape& shape, bool fused) {
+  std::int64_t mismatches = 0, worst_i = -1;
+  double worst = -1.0;
+  for (std::int64_t i = 0; i < count; ++i) {
+    const double g = got[i], w = want[i];
+    const double err = std::isfinite(g) ? std::abs(g - w) : std::numeric_limits<double>::infinity();
+    if (!(err <= kVerifyAtol + kVerifyRtol * std::abs(w))) {
+      ++mismatches;
+      if (err > worst) {
+        worst = err;
+        worst_i = i;
+      }
+    }
+    if (std::isfinite(err)) v.worst_error = std::max(v.worst_error, err);
+  }
+  const int call = v.calls++;
+  if (mismatches == 0) return true;
+  ++v.failed;
+  if (!v.first) {
+    v.first = VerifyFailure{call, shape, fused, mismatches, worst_i, got[worst_i], want[worst_i]};
+  }
+  return false;
+}
+
+std::string output_coordinates(std::int64_t i, const ConvShape& s, bool fused, int pool) {
+  const PoolShape p{pool, pool};
+  const std::int64_t w = fused ? p.out(s.W_out()) : s.W_out();
+  const std::int64_t h = fused ? p.out(s.H_out()) : s.H_out();
+  const std::int64_t m = s.M;
+  return "y[" + std::to_string(i / (w * h * m)) + "][" + std::to_string(i / (w * h) % m) + "][" +
+         std::to_string(i / w % h) + "][" + std::to_string(i % w) + "]";
+}
+
+}  // namespace convlab::grader
