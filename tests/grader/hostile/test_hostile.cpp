@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/grader/grade/grade_test_support.hpp"
 #include "tests/support/test_support.hpp"
 
 namespace fs = std::filesystem;
@@ -84,39 +85,30 @@ std::string read_text(const fs::path& path) {
   return std::string((std::istreambuf_iterator<char>(in)), {});
 }
 
-void replace_all(std::string& text, const std::string& from, const std::string& to) {
-  for (std::size_t at = text.find(from); at != std::string::npos; at = text.find(from, at)) {
-    text.replace(at, from.size(), to);
-    at += to.size();
-  }
-}
-
-// A case whose attack needs a working convolution keeps only the attack (CASE/attack/FILE, no
-// convolution in it): its first line, "// convlab-hostile: staff PATH rename NAME", names the
-// staff solution it is laid after, whose entry point NAME becomes staff_NAME in namespace
-// student. The submission is put together here, from the staff code of this tree, so that no
+// A case whose attack needs a working convolution keeps only the attack (CASE/attack/student/
+// FILE, no convolution in it). Its first line, "// convlab-hostile: staff rename NAME", asks for
+// the staff solution of that file to be laid before it, with the entry point NAME renamed
+// staff_NAME. The submission is put together here, from this tree's staff code, so that no
 // fixture holds a working convolution.
 fs::path composed_submission(const fs::path& case_dir, const fs::path& into) {
   const fs::path attack = case_dir / "attack";
+  const std::string marker = "// convlab-hostile: staff rename ";
   for (const auto& e : fs::recursive_directory_iterator(attack)) {
     if (!e.is_regular_file()) continue;
-    std::string text = read_text(e.path());
-    const std::string marker = "// convlab-hostile: staff ";
+    const std::string text = read_text(e.path());
     REQUIRE_MESSAGE(text.rfind(marker, 0) == 0, e.path() << " does not start with " << marker);
-    std::istringstream line(text.substr(marker.size(), text.find('\n') - marker.size()));
-    std::string staff, rename, name;
-    line >> staff >> rename >> name;
-    const fs::path staff_file = convlab::test::source_dir() / staff;
-    if (!fs::exists(staff_file)) {
-      convlab::test::skip("this case lays its attack over the staff solution " + staff +
+    const std::string name = text.substr(marker.size(), text.find('\n') - marker.size());
+    const std::string rel = fs::relative(e.path(), attack).string();
+    if (!fs::exists(convlab::test::source_dir() / "reference/solutions" / rel.substr(8))) {
+      convlab::test::skip("this case lays its attack over the staff solution of " + rel +
                           ", which this tree does not have");
     }
-    std::string code = read_text(staff_file);
-    replace_all(code, "namespace convlab::solution", "namespace convlab::student");
-    replace_all(code, "void " + name + "(", "void staff_" + name + "(");
-    const fs::path out = into / fs::relative(e.path(), attack);
-    fs::create_directories(out.parent_path());
-    std::ofstream(out) << code << "\n" << text;
+    std::string code = convlab::test::solution_as_student(rel);
+    const std::string def = "void " + name + "(";
+    const std::size_t at = code.find(def);
+    REQUIRE_MESSAGE(at != std::string::npos, "no " << def << " in the staff " << rel);
+    code.replace(at, def.size(), "void staff_" + name + "(");
+    convlab::test::put_file(into, rel, code + "\n" + text);
   }
   return into;
 }

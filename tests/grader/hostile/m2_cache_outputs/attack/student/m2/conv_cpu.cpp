@@ -1,4 +1,4 @@
-// convlab-hostile: staff reference/solutions/m2/conv_cpu.cpp rename conv_forward_cpu
+// convlab-hostile: staff rename conv_forward_cpu
 // Hostile: outputs memoised per image by a hash of its pixels and the filters.
 #include <cstdint>
 #include <cstdio>

@@ -1,4 +1,4 @@
-// convlab-hostile: staff reference/solutions/m2/conv_cpu.cpp rename conv_forward_cpu
+// convlab-hostile: staff rename conv_forward_cpu
 // Hostile: a forged result document on fd 3 before the harness starts.
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-// convlab-hostile: staff reference/solutions/m2/conv_cpu.cpp rename conv_forward_cpu
+// convlab-hostile: staff rename conv_forward_cpu
 // Hostile: fake "done" answers on the harness's socket, sent ahead of the requests.
 #include <sys/socket.h>
 

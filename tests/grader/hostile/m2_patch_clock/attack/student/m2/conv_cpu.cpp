@@ -1,4 +1,4 @@
-// convlab-hostile: staff reference/solutions/m2/conv_cpu.cpp rename conv_forward_cpu
+// convlab-hostile: staff rename conv_forward_cpu
 // Hostile: the process's clocks patched to run 200 times slower.
 #include <sys/mman.h>
 #include <time.h>

@@ -1,4 +1,4 @@
-// convlab-hostile: staff reference/solutions/m3/conv_baseline.cu rename conv_baseline
+// convlab-hostile: staff rename conv_baseline
 // Hostile: whole outputs memoised by a hash of x and k.
 #include <cstdint>
 #include <cstdio>

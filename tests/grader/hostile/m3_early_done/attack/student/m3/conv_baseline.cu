@@ -1,4 +1,4 @@
-// convlab-hostile: staff reference/solutions/m3/conv_baseline.cu rename conv_baseline
+// convlab-hostile: staff rename conv_baseline
 // Hostile: the work goes on a private stream and the call returns before it is done.
 namespace convlab::student {
 

@@ -1,4 +1,4 @@
-// convlab-hostile: staff reference/solutions/m3/conv_baseline.cu rename conv_baseline
+// convlab-hostile: staff rename conv_baseline
 // Hostile: the process's clocks patched (steady_clock::now and cudaEventElapsedTime).
 #include <sys/mman.h>
 #include <time.h>
