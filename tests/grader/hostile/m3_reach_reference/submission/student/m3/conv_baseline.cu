@@ -3,6 +3,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <set>
@@ -21,6 +22,8 @@ bool mapped_file_mentions(const char* name) {
     if (slash != std::string::npos) files.insert(line.substr(slash));
   }
   for (const std::string& path : files) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path, ec)) continue;  // not the GPU's device files
     std::ifstream in(path, std::ios::binary);
     const std::string bytes((std::istreambuf_iterator<char>(in)), {});
     if (bytes.find(name) != std::string::npos) return true;
