@@ -5,6 +5,7 @@
 #include <grp.h>
 #include <pwd.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -582,4 +583,32 @@ TEST_CASE("a grader that is not root runs commands as itself") {
   CHECK(report.find("bomb=forked " + std::to_string(forked) +
                     " of 300: Resource temporarily unavailable") != std::string::npos);
   CHECK(processes_with("convlab-unprivileged-bomb").empty());
+}
+
+TEST_CASE("pass_fd reaches the run as fd 4 and the other end sees the run's end") {
+  int ends[2];
+  REQUIRE(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ends) == 0);
+  SandboxSpec spec = probe({"fds"});
+  spec.pass_fd = ends[1];  // run_sandboxed takes it over
+  const SandboxResult fds = convlab::grader::run_sandboxed(spec);
+  INFO(show(fds));
+  CHECK(fds.stdout_text == "0 1 2 3 4 \n");
+  // Every copy of the run's end is closed once the run is over: the reader sees the end.
+  char byte = 0;
+  CHECK(read(ends[0], &byte, 1) == 0);
+  close(ends[0]);
+
+  REQUIRE(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ends) == 0);
+  SandboxSpec shell;
+  shell.argv = {"/bin/sh", "-c", "printf hello >&$CONVLAB_PASS_FD"};
+  shell.limits.wall_s = 30;
+  shell.pass_fd = ends[1];
+  const SandboxResult r = convlab::grader::run_sandboxed(shell);
+  INFO(show(r));
+  CHECK(r.outcome == Outcome::exited);
+  char text[16] = {};
+  CHECK(read(ends[0], text, sizeof text) == 5);
+  CHECK(std::string(text) == "hello");
+  CHECK(read(ends[0], text, sizeof text) == 0);
+  close(ends[0]);
 }
