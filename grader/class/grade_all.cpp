@@ -67,6 +67,7 @@ std::vector<std::string> grade_argv(const GradeAllOptions& o, const TeamOutcome&
   if (o.seed) add("--seed", std::to_string(*o.seed));
   if (o.runs) add("--runs", std::to_string(*o.runs));
   if (o.cache) add("--cache", o.cache->string());
+  for (const std::string& glob : o.only) add("--only", glob);
   for (const fs::path& other : class_folders) {
     if (other == t.submission) continue;
     add("--hide", other.string());

@@ -27,6 +27,9 @@ struct GradeAllOptions {
   std::optional<int> runs;                        ///< timed runs, passed on
   std::optional<std::filesystem::path> cache;     ///< framework build cache, passed on
   std::vector<std::string> teams;                 ///< grade only these teams (empty: every team)
+  /// Only the checks whose id matches one of these globs (`convlab grade --only`): a partial
+  /// grade, for trying a setup quickly; it never ranks.
+  std::vector<std::string> only;
   /// Graders at once for CPU milestones; 0: half the cores, at least 1. GPU milestones are
   /// graded one per GPU at a time (`gpus`) so that timings do not disturb each other.
   int jobs = 0;

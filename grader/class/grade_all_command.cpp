@@ -28,7 +28,7 @@ constexpr int kExitGraderErrors = 4;
 
 struct GradeAllArgs {
   std::string submissions, milestone, out, db, data, cache;
-  std::vector<std::string> models, teams;
+  std::vector<std::string> models, teams, only;
   std::uint64_t seed = 0;
   int runs = 0, jobs = 0;
   double team_timeout_s = 7200.0;
@@ -203,6 +203,7 @@ int run_grade_all(const GradeAllArgs& a, const CLI::App& cmd) {
   if (cmd.count("--runs") > 0) o.runs = a.runs;
   if (!a.cache.empty()) o.cache = fs::absolute(a.cache);
   o.teams = a.teams;
+  o.only = a.only;
   o.jobs = a.jobs;
   o.team_timeout_s = a.team_timeout_s;
   if (!a.grader.empty()) o.grader = fs::absolute(a.grader);
@@ -314,6 +315,9 @@ void add_grade_all_command(CLI::App& app, int& exit_code) {
                   "Teams graded at once for m2 (default: half the cores, at least 1)")
       ->check(CLI::Range(1, 1024));
   cmd->add_option("--team", a->teams, "Grade only this team (repeatable): re-grading");
+  cmd->add_option("--only", a->only,
+                  "Run only the checks whose id matches this glob (repeatable, as convlab grade "
+                  "--only): a partial grade, to try a setup quickly; it never ranks");
   cmd->add_option("--team-timeout", a->team_timeout_s,
                   "Seconds one team's whole grade may take before it is killed (default 7200)")
       ->check(CLI::PositiveNumber);

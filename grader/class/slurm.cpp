@@ -136,6 +136,7 @@ std::string script_text(const GradeAllOptions& o, const SlurmOptions& s, const C
   if (o.seed) add("--seed", std::to_string(*o.seed));
   if (o.runs) add("--runs", std::to_string(*o.runs));
   if (o.cache) add("--cache", o.cache->string());
+  for (const std::string& glob : o.only) add("--only", glob);
   std::ostringstream timeout;
   timeout << o.team_timeout_s;
   add("--team-timeout", timeout.str());
@@ -431,11 +432,13 @@ ClassSummary grade_all_slurm(const GradeAllOptions& options, const SlurmOptions&
         t.gpu = row->gpu;
         t.slurm_task = id;
         t.resubmitted = tr.attempts > 1;
-        const bool report = read_team_report(t);
+        const bool report = read_team_report(t);  // sets error when there is none
         if (t.graded && !report) {
           t.graded = false;
           t.error =
               "the task said graded, but " + t.error + "; see " + (t.out / "grade.log").string();
+        } else {
+          t.error = row->error;
         }
         tr.phase = Track::Phase::done;
         ++done;
