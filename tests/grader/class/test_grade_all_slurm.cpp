@@ -113,7 +113,7 @@ TEST_CASE("an m2 class graded through --slurm gives the database and summary of 
       "'elementwise/cpu' --cache '" CONVLAB_TEST_CACHE "' --data" +
       quoted(*data);
   const std::string convlab = quoted(convlab::test::convlab_binary());
-  const fs::path local = tmp.path() / "local", on_slurm = tmp.path() / "slurm";
+  const fs::path local = tmp.path() / "local", on_slurm = tmp.path() / "graded-on-slurm";
   const fs::path local_db = tmp.path() / "local.db", slurm_db = tmp.path() / "slurm.db";
 
   std::string out_local, out_slurm;
