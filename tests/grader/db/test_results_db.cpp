@@ -270,8 +270,9 @@ TEST_CASE("a database from a newer convlab is refused") {
   }
   const std::string err = error_of([&] { ResultsDb db(file); });
   CHECK(err.find("written by a newer convlab") != std::string::npos);
-  CHECK(err.find("v" + std::to_string(ResultsDb::current_schema_version() + 1)) !=
-        std::string::npos);
+  std::string newer = "v";  // piecewise: g++ 12 warns, wrongly, with -Wrestrict on "v" + s
+  newer += std::to_string(ResultsDb::current_schema_version() + 1);
+  CHECK(err.find(newer) != std::string::npos);
 }
 
 TEST_CASE("a grade is stored and read back field by field") {
