@@ -262,7 +262,16 @@ std::string slurm_script(const GradeAllOptions& options, const SlurmOptions& slu
   plan.out = fs::weakly_canonical(fs::absolute(o.out));
   plan.class_folders = find_team_folders(plan.submissions, plan.out);
   int tasks = static_cast<int>(plan.class_folders.size());
-  if (!o.teams.empty()) tasks = static_cast<int>(std::set(o.teams.begin(), o.teams.end()).size());
+  if (!o.teams.empty()) {
+    for (const std::string& name : o.teams) {
+      if (std::none_of(plan.class_folders.begin(), plan.class_folders.end(),
+                       [&](const fs::path& f) { return f.filename() == name; })) {
+        throw Error("no team '" + name + "' in " + plan.submissions.string() +
+                    " (a team is a subfolder; --team takes its name)");
+      }
+    }
+    tasks = static_cast<int>(std::set(o.teams.begin(), o.teams.end()).size());
+  }
   return script_text(o, slurm, plan, tasks);
 }
 
