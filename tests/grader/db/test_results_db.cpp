@@ -622,6 +622,7 @@ VALUES (4, 'old', 'm2', '/s', '2025-01-01T00:00:00Z', 1, '1', 3, 5, 'cpu', 'ece4
   CHECK(db.run_count() == 2);
   sqlite::Connection c(file, false);
   CHECK(count(c, "SELECT count(*) FROM sqlite_schema WHERE name = 'runs_by_report'") == 1);
-  CHECK_THROWS(c.exec("UPDATE runs SET report_id = (SELECT report_id FROM runs WHERE id = 4) "
-                      "WHERE id = 5"));
+  CHECK_THROWS(
+      c.exec("UPDATE runs SET report_id = (SELECT report_id FROM runs WHERE id = 4) "
+             "WHERE id = 5"));
 }
