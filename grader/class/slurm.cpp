@@ -422,6 +422,7 @@ ClassSummary grade_all_slurm(const GradeAllOptions& options, const SlurmOptions&
 
     // The tasks that left the queue: their result, or how Slurm says they ended.
     std::map<std::string, SlurmTaskState> ended;
+    std::set<std::string> unreadable;  // jobs scontrol could not show this time
     bool asked_scontrol = false;
     std::vector<Track*> lost;
     for (Track& tr : tracks) {
@@ -459,11 +460,17 @@ ClassSummary grade_all_slurm(const GradeAllOptions& options, const SlurmOptions&
         for (const std::string& job : live_jobs) {
           const CommandOutput sc =
               run_captured({"scontrol", "-o", "show", "job", job}, kCommandTimeout);
+          // "Invalid job id": the controller forgot the job; other failures: ask again later
+          // rather than take a running task for a lost one.
+          if (!sc.ok() && sc.output.find("Invalid job id") == std::string::npos) {
+            unreadable.insert(job);
+          }
           for (const SlurmTaskState& s : parse_scontrol(sc.output)) {
             ended[task_id(s.job, s.task)] = s;
           }
         }
       }
+      if (unreadable.contains(tr.job)) continue;
       const auto e = ended.find(id);
       const std::string state = e != ended.end() ? e->second.state : "";
       if (state == "PENDING" || state == "RUNNING" || state == "CONFIGURING" ||
