@@ -5,12 +5,14 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/support/test_support.hpp"
@@ -201,6 +203,10 @@ TEST_CASE("one team's crash, hang, failure or bad report never stops the class")
 
   // The hung grader was killed with everything it started.
   const pid_t sleeper = std::stoi(read(c.out / "dave/sleep.pid"));
+  // A killed process may take a moment to go on a loaded machine.
+  for (int i = 0; i < 50 && is_running(sleeper); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
   CHECK_FALSE(is_running(sleeper));
 
   // The first team runs alone (it builds the framework cache), then up to 3 at once.
