@@ -6,7 +6,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
 
 #include "reference/core/error.hpp"
 
@@ -35,7 +40,8 @@ std::string ChildExit::describe() const {
 }
 
 ChildProcess::ChildProcess(const std::vector<std::string>& argv, const std::filesystem::path& log,
-                           const std::optional<std::filesystem::path>& exe) {
+                           const std::optional<std::filesystem::path>& exe,
+                           const std::vector<std::pair<std::string, std::string>>& env) {
   if (argv.empty()) throw Error("ChildProcess: empty command");
   const int log_fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (log_fd < 0) throw Error("cannot write " + log.string() + ": " + std::strerror(errno));
@@ -59,6 +65,8 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv, const std::file
     dup2(log_fd, STDERR_FILENO);
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
+    // The class grader is single-threaded, so setenv between fork and exec is safe.
+    for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
     if (file.find('/') != std::string::npos) {
       execv(file.c_str(), args.data());
     } else {
@@ -107,6 +115,52 @@ ChildExit ChildProcess::kill_group(bool timed_out) {
   kill(-pid_, SIGKILL);
   exit_->timed_out = exit_->timed_out || timed_out;
   return *exit_;
+}
+
+CommandOutput run_captured(const std::vector<std::string>& argv, double timeout_s) {
+  char name[] = "/tmp/convlab-cmd-XXXXXX";
+  const int fd = mkstemp(name);
+  if (fd < 0) throw Error(std::string("cannot create a temporary file: ") + std::strerror(errno));
+  close(fd);
+  const std::filesystem::path log = name;
+  CommandOutput out;
+  try {
+    ChildProcess child(argv, log);
+    const auto start = std::chrono::steady_clock::now();
+    std::optional<ChildExit> exit;
+    while (!(exit = child.poll())) {
+      if (std::chrono::steady_clock::now() - start > std::chrono::duration<double>(timeout_s)) {
+        exit = child.kill_group(true);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    out.exit = *exit;
+  } catch (...) {
+    std::filesystem::remove(log);
+    throw;
+  }
+  std::ifstream in(log, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  out.output = text.str();
+  std::error_code ec;
+  std::filesystem::remove(log, ec);
+  return out;
+}
+
+bool find_program(const std::string& name) {
+  if (name.find('/') != std::string::npos) return access(name.c_str(), X_OK) == 0;
+  const char* path = std::getenv("PATH");
+  std::string dirs = path != nullptr ? path : "/usr/bin:/bin";
+  std::size_t begin = 0;
+  while (begin <= dirs.size()) {
+    const std::size_t end = std::min(dirs.find(':', begin), dirs.size());
+    const std::string dir = end > begin ? dirs.substr(begin, end - begin) : ".";
+    if (access((dir + "/" + name).c_str(), X_OK) == 0) return true;
+    begin = end + 1;
+  }
+  return false;
 }
 
 }  // namespace convlab::grader

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace convlab::grader {
@@ -27,9 +28,11 @@ class ChildProcess {
  public:
   /// Starts `argv` (argv[0] is looked up in PATH unless it holds a '/'), stdin from
   /// /dev/null, stdout and stderr appended to `log`. `exe`, when given, is the file executed
-  /// instead of argv[0] (e.g. /proc/self/exe). Throws Error when it cannot start.
+  /// instead of argv[0] (e.g. /proc/self/exe). `env`: variables set in the child only (name,
+  /// value). Throws Error when it cannot start.
   ChildProcess(const std::vector<std::string>& argv, const std::filesystem::path& log,
-               const std::optional<std::filesystem::path>& exe = std::nullopt);
+               const std::optional<std::filesystem::path>& exe = std::nullopt,
+               const std::vector<std::pair<std::string, std::string>>& env = {});
   ~ChildProcess();
   ChildProcess(const ChildProcess&) = delete;
   ChildProcess& operator=(const ChildProcess&) = delete;
@@ -47,5 +50,21 @@ class ChildProcess {
   pid_t pid_ = -1;
   std::optional<ChildExit> exit_;
 };
+
+/// What a short command printed and how it ended.
+struct CommandOutput {
+  ChildExit exit;
+  std::string output;  ///< stdout and stderr together
+
+  /// Exited with code 0.
+  bool ok() const { return exit.signal == 0 && !exit.timed_out && exit.exit_code == 0; }
+};
+
+/// Runs a short command (sbatch, squeue...) to its end, or kills it after `timeout_s`, and
+/// returns what it printed. Throws Error when it cannot start.
+CommandOutput run_captured(const std::vector<std::string>& argv, double timeout_s);
+
+/// Whether `name` is an executable in PATH (or, holding a '/', that file).
+bool find_program(const std::string& name);
 
 }  // namespace convlab::grader

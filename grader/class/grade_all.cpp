@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstdlib>
 #include <ctime>
 #include <deque>
 #include <fstream>
@@ -13,6 +14,7 @@
 #include <thread>
 
 #include "grader/class/child_process.hpp"
+#include "grader/class/grade_all_detail.hpp"
 #include "reference/core/error.hpp"
 #include "reference/driver/milestone.hpp"
 
@@ -36,6 +38,10 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
+}  // namespace
+
+namespace detail {
+
 std::string utc_now() {
   const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
   std::tm tm{};
@@ -45,14 +51,6 @@ std::string utc_now() {
   return buf;
 }
 
-bool is_under(const fs::path& path, const fs::path& dir) {
-  auto [d, p] = std::mismatch(dir.begin(), dir.end(), path.begin(), path.end());
-  return d == dir.end();
-}
-
-// The command line of one team's grade; argv[0] is what the log shows. The other teams'
-// submissions and results (every team of the class, graded now or not) are hidden from this
-// team's checks.
 std::vector<std::string> grade_argv(const GradeAllOptions& o, const TeamOutcome& t,
                                     const std::vector<fs::path>& class_folders,
                                     const fs::path& out) {
@@ -69,6 +67,7 @@ std::vector<std::string> grade_argv(const GradeAllOptions& o, const TeamOutcome&
   if (o.seed) add("--seed", std::to_string(*o.seed));
   if (o.runs) add("--runs", std::to_string(*o.runs));
   if (o.cache) add("--cache", o.cache->string());
+  for (const std::string& glob : o.only) add("--only", glob);
   for (const fs::path& other : class_folders) {
     if (other == t.submission) continue;
     add("--hide", other.string());
@@ -77,7 +76,6 @@ std::vector<std::string> grade_argv(const GradeAllOptions& o, const TeamOutcome&
   return argv;
 }
 
-// A row of an earlier summary.json (the teams a --team run does not grade again).
 TeamOutcome team_from_json(const json& j) {
   auto opt = [&](const char* key) -> std::optional<double> {
     if (auto it = j.find(key); it != j.end() && it->is_number()) return it->get<double>();
@@ -100,7 +98,21 @@ TeamOutcome team_from_json(const json& j) {
   t.checks_total = j.value("checks_total", 0);
   t.flags = j.value("flags", std::vector<std::string>{});
   t.regraded_alone = j.value("regraded_alone", false);
+  t.gpu = j.value("gpu", "");
+  t.slurm_task = j.value("slurm_task", "");
+  t.resubmitted = j.value("resubmitted", false);
   return t;
+}
+
+}  // namespace detail
+
+namespace {
+
+using namespace detail;
+
+bool is_under(const fs::path& path, const fs::path& dir) {
+  auto [d, p] = std::mismatch(dir.begin(), dir.end(), path.begin(), path.end());
+  return d == dir.end();
 }
 
 // The rows of OUT/summary.json for `milestone` whose team is still in the class and is not
@@ -132,7 +144,9 @@ std::vector<TeamOutcome> earlier_rows(const fs::path& out, const std::string& mi
   return rows;
 }
 
-std::string shell_quote(const std::string& s) {
+}  // namespace
+
+std::string detail::shell_quote(const std::string& s) {
   if (!s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
                                         "0123456789-_./=:+,@") == std::string::npos) {
     return s;
@@ -141,6 +155,8 @@ std::string shell_quote(const std::string& s) {
   for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return q + "'";
 }
+
+namespace {
 
 std::string csv_field(const std::string& s) {
   if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
@@ -190,6 +206,7 @@ struct Running {
   std::size_t index;  // into summary.teams
   std::unique_ptr<ChildProcess> child;
   Clock::time_point start;
+  int slot = -1;  // the GPU it holds (index into the GPU list), -1: none
 };
 
 }  // namespace
@@ -201,6 +218,35 @@ int ClassSummary::graded() const {
 
 void request_grade_all_stop() {
   g_stop = 1;
+}
+
+bool detail::stop_requested() {
+  return g_stop != 0;
+}
+
+void detail::clear_stop() {
+  g_stop = 0;
+}
+
+std::vector<std::string> visible_gpus() {
+  std::vector<std::string> gpus;
+  if (const char* env = std::getenv("CUDA_VISIBLE_DEVICES"); env != nullptr) {
+    std::stringstream list(env);
+    for (std::string id; std::getline(list, id, ',');) {
+      id.erase(0, id.find_first_not_of(" \t"));
+      id.erase(id.find_last_not_of(" \t") + 1);
+      if (!id.empty()) gpus.push_back(id);
+    }
+    return gpus;
+  }
+  std::error_code ec;
+  int n = 0;
+  for (fs::directory_iterator it("/proc/driver/nvidia/gpus", ec), end; !ec && it != end;
+       it.increment(ec)) {
+    ++n;
+  }
+  for (int i = 0; i < n; ++i) gpus.push_back(std::to_string(i));
+  return gpus;
 }
 
 bool is_gpu_milestone(const std::string& milestone) {
@@ -285,66 +331,137 @@ bool read_team_report(TeamOutcome& t) {
   return true;
 }
 
-ClassSummary grade_all(const GradeAllOptions& options, const GradeAllEvents& events) {
-  g_stop = 0;
-  const bool gpu = is_gpu_milestone(options.milestone);
+detail::ClassPlan detail::plan_class(const GradeAllOptions& options) {
+  ClassPlan plan;
+  plan.gpu = is_gpu_milestone(options.milestone);
   if (options.out.empty()) throw Error("grade-all needs --out: the folder for the results");
-  const fs::path submissions = fs::weakly_canonical(fs::absolute(options.submissions));
-  const fs::path out = fs::weakly_canonical(fs::absolute(options.out));
-  if (out == submissions) {
+  plan.submissions = fs::weakly_canonical(fs::absolute(options.submissions));
+  plan.out = fs::weakly_canonical(fs::absolute(options.out));
+  if (plan.out == plan.submissions) {
     throw Error("--out must not be the submissions folder itself; choose another folder");
   }
-  const std::vector<fs::path> class_folders = find_team_folders(submissions, out);
-  std::vector<fs::path> folders = class_folders;
+  plan.class_folders = find_team_folders(plan.submissions, plan.out);
+  plan.folders = plan.class_folders;
 
   if (!options.teams.empty()) {
     std::vector<fs::path> chosen;
     for (const std::string& name : options.teams) {
-      auto it = std::find_if(folders.begin(), folders.end(),
+      auto it = std::find_if(plan.folders.begin(), plan.folders.end(),
                              [&](const fs::path& f) { return f.filename() == name; });
-      if (it == folders.end()) {
-        throw Error("no team '" + name + "' in " + submissions.string() +
+      if (it == plan.folders.end()) {
+        throw Error("no team '" + name + "' in " + plan.submissions.string() +
                     " (a team is a subfolder; --team takes its name)");
       }
       if (std::find(chosen.begin(), chosen.end(), *it) == chosen.end()) chosen.push_back(*it);
     }
     std::sort(chosen.begin(), chosen.end());
-    folders = chosen;
+    plan.folders = chosen;
   }
+  for (const fs::path& f : plan.class_folders) {
+    // Removing a team's old results must never touch a submission.
+    const fs::path team_out = plan.out / f.filename();
+    if (is_under(plan.submissions, team_out) || is_under(team_out, f)) {
+      throw Error("--out " + plan.out.string() + " overlaps the submission of team " +
+                  f.filename().string() + "; choose a folder outside " + plan.submissions.string());
+    }
+  }
+  // Re-grading some teams keeps the other teams' rows of the summary.
+  if (!options.teams.empty()) {
+    plan.kept = earlier_rows(plan.out, options.milestone, plan.class_folders, plan.folders);
+  }
+  std::error_code ec;
+  fs::create_directories(plan.out, ec);
+  if (ec || !fs::is_directory(plan.out)) {
+    throw Error("cannot create --out " + plan.out.string() + (ec ? ": " + ec.message() : ""));
+  }
+  return plan;
+}
+
+TeamOutcome detail::new_outcome(const fs::path& folder, const fs::path& out) {
+  TeamOutcome t;
+  t.team = folder.filename().string();
+  t.submission = folder;
+  t.out = out / t.team;
+  return t;
+}
+
+void detail::start_team_folder(const TeamOutcome& t, const std::vector<std::string>& argv) {
+  std::error_code ec;
+  fs::remove_all(t.out, ec);
+  fs::create_directories(t.out, ec);
+  std::ofstream header(t.out / "grade.log");
+  header << "$";
+  for (const std::string& a : argv) header << " " << shell_quote(a);
+  header << "\n" << std::flush;
+}
+
+void detail::judge(TeamOutcome& t, const ChildExit& exit, double team_timeout_s) {
+  t.exit_code = exit.signal == 0 && !exit.timed_out ? exit.exit_code : -1;
+  t.error.clear();
+  const bool report = read_team_report(t);
+  if (exit.timed_out) {
+    t.graded = false;
+    t.error = "convlab grade ran past " + number(team_timeout_s, 6) +
+              " s (--team-timeout) and was killed";
+  } else if (report && !t.grader_error.empty()) {
+    // `convlab grade` could not complete the grade for reasons of its own (exit 2).
+    t.graded = false;
+    t.error = "the grader failed: " + t.grader_error;
+  } else if (exit.signal != 0 || exit.exit_code != 0) {
+    // The submission's faults are failed checks in a report; a grade that ends otherwise is
+    // the grader's own failure, even where it left a report behind.
+    t.graded = false;
+    t.error = "convlab grade " + exit.describe() + (report ? " after writing its report" : "");
+  } else {
+    t.graded = report;
+  }
+  if (!t.graded) t.error += "; see " + (t.out / "grade.log").string();
+}
+
+void detail::write_atomically(const fs::path& path, const std::string& text) {
+  const fs::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    f << text;
+    f.close();
+    if (!f) throw Error("cannot write " + path.string());
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) throw Error("cannot write " + path.string() + ": " + ec.message());
+}
+
+void detail::write_summary(ClassSummary& summary, std::vector<TeamOutcome> kept,
+                           const fs::path& out) {
+  for (TeamOutcome& t : kept) summary.teams.push_back(std::move(t));
+  std::sort(summary.teams.begin(), summary.teams.end(),
+            [](const TeamOutcome& a, const TeamOutcome& b) { return a.team < b.team; });
+  write_atomically(out / "summary.csv", summary_csv(summary));
+  write_atomically(out / "summary.json", summary_json(summary));
+}
+
+ClassSummary grade_all(const GradeAllOptions& options, const GradeAllEvents& events) {
+  clear_stop();
+  const ClassPlan plan = plan_class(options);
+  const fs::path& out = plan.out;
 
   ClassSummary summary;
   summary.milestone = options.milestone;
-  summary.submissions = submissions;
+  summary.submissions = plan.submissions;
   summary.started_at = utc_now();
-  for (const fs::path& f : class_folders) {
-    // Removing a team's old results must never touch a submission.
-    const fs::path team_out = out / f.filename();
-    if (is_under(submissions, team_out) || is_under(team_out, f)) {
-      throw Error("--out " + out.string() + " overlaps the submission of team " +
-                  f.filename().string() + "; choose a folder outside " + submissions.string());
-    }
-  }
-  for (const fs::path& f : folders) {
-    TeamOutcome t;
-    t.team = f.filename().string();
-    t.submission = f;
-    t.out = out / t.team;
-    summary.teams.push_back(std::move(t));
-  }
-  // Re-grading some teams keeps the other teams' rows of the summary.
-  std::vector<TeamOutcome> kept;
-  if (!options.teams.empty()) kept = earlier_rows(out, options.milestone, class_folders, folders);
-  std::error_code ec;
-  fs::create_directories(out, ec);
-  if (ec || !fs::is_directory(out)) {
-    throw Error("cannot create --out " + out.string() + (ec ? ": " + ec.message() : ""));
-  }
+  for (const fs::path& f : plan.folders) summary.teams.push_back(new_outcome(f, out));
 
+  // GPU milestones: one grade per GPU at a time, each pinned to its GPU, so that no team is
+  // timed while another team's code runs on the same GPU. Without a GPU list, one at a time.
+  std::vector<std::string> gpus;
+  if (plan.gpu) gpus = options.gpus.empty() ? visible_gpus() : options.gpus;
+  std::vector<bool> gpu_busy(gpus.size(), false);
   int jobs = options.jobs > 0
                  ? options.jobs
                  : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / 2);
-  if (gpu) jobs = 1;
+  if (plan.gpu) jobs = std::max<int>(1, static_cast<int>(gpus.size()));
   summary.jobs = jobs;
+  summary.gpus = gpus;
   const int total = static_cast<int>(summary.teams.size());
   if (events.begin) events.begin(total, jobs);
 
@@ -363,19 +480,18 @@ ClassSummary grade_all(const GradeAllOptions& options, const GradeAllEvents& eve
 
   auto start_team = [&](std::size_t i) {
     TeamOutcome& t = summary.teams[i];
-    fs::remove_all(t.out, ec);
-    fs::create_directories(t.out, ec);
-    const fs::path log = t.out / "grade.log";
-    const std::vector<std::string> argv = grade_argv(options, t, class_folders, out);
-    {
-      std::ofstream header(log);
-      header << "$";
-      for (const std::string& a : argv) header << " " << shell_quote(a);
-      header << "\n" << std::flush;
-    }
+    const std::vector<std::string> argv = grade_argv(options, t, plan.class_folders, out);
+    start_team_folder(t, argv);
     Running r{i, nullptr, Clock::now()};
+    std::vector<std::pair<std::string, std::string>> env;
+    if (!gpus.empty()) {
+      r.slot =
+          static_cast<int>(std::find(gpu_busy.begin(), gpu_busy.end(), false) - gpu_busy.begin());
+      t.gpu = gpus[r.slot];
+      env.emplace_back("CUDA_VISIBLE_DEVICES", t.gpu);
+    }
     try {
-      r.child = std::make_unique<ChildProcess>(argv, log, exe);
+      r.child = std::make_unique<ChildProcess>(argv, t.out / "grade.log", exe, env);
     } catch (const Error& e) {
       t.graded = false;
       t.error = e.what();
@@ -383,6 +499,7 @@ ClassSummary grade_all(const GradeAllOptions& options, const GradeAllEvents& eve
       if (events.finished) events.finished(t, done, total);
       return;
     }
+    if (r.slot >= 0) gpu_busy[r.slot] = true;
     if (events.started) events.started(t.team);
     running.push_back(std::move(r));
   };
@@ -390,26 +507,8 @@ ClassSummary grade_all(const GradeAllOptions& options, const GradeAllEvents& eve
   auto finish = [&](Running& r, const ChildExit& exit) {
     TeamOutcome& t = summary.teams[r.index];
     t.wall_s = seconds_since(r.start);
-    t.exit_code = exit.signal == 0 && !exit.timed_out ? exit.exit_code : -1;
-    t.error.clear();
-    const bool report = read_team_report(t);
-    if (exit.timed_out) {
-      t.graded = false;
-      t.error = "convlab grade ran past " + number(options.team_timeout_s, 6) +
-                " s (--team-timeout) and was killed";
-    } else if (report && !t.grader_error.empty()) {
-      // `convlab grade` could not complete the grade for reasons of its own (exit 2).
-      t.graded = false;
-      t.error = "the grader failed: " + t.grader_error;
-    } else if (exit.signal != 0 || exit.exit_code != 0) {
-      // The submission's faults are failed checks in a report; a grade that ends otherwise is
-      // the grader's own failure, even where it left a report behind.
-      t.graded = false;
-      t.error = "convlab grade " + exit.describe() + (report ? " after writing its report" : "");
-    } else {
-      t.graded = report;
-    }
-    if (!t.graded) t.error += "; see " + (t.out / "grade.log").string();
+    if (r.slot >= 0) gpu_busy[r.slot] = false;
+    judge(t, exit, options.team_timeout_s);
     if (!regrading) ++done;
     if (events.finished) events.finished(t, done, total);
   };
@@ -468,24 +567,14 @@ ClassSummary grade_all(const GradeAllOptions& options, const GradeAllEvents& eve
   }
 
   summary.duration_s = seconds_since(start);
-  for (TeamOutcome& t : kept) summary.teams.push_back(std::move(t));
-  std::sort(summary.teams.begin(), summary.teams.end(),
-            [](const TeamOutcome& a, const TeamOutcome& b) { return a.team < b.team; });
-  auto write = [&](const char* name, const std::string& text) {
-    std::ofstream f(out / name);
-    f << text;
-    f.close();
-    if (!f) throw Error("cannot write " + (out / name).string());
-  };
-  write("summary.csv", summary_csv(summary));
-  write("summary.json", summary_json(summary));
+  write_summary(summary, plan.kept, out);
   return summary;
 }
 
 std::string summary_csv(const ClassSummary& s) {
   std::ostringstream o;
   o << "team,status,score,max_score,op_time_s,op_time_median_s,speedup,checks_passed,"
-       "checks_total,flags,wall_s,exit_code,error,regraded_alone\n";
+       "checks_total,flags,wall_s,exit_code,error,regraded_alone,gpu,slurm_task,resubmitted\n";
   for (const TeamOutcome& t : s.teams) {
     std::string flags;
     for (const std::string& f : t.flags) flags += (flags.empty() ? "" : "; ") + f;
@@ -493,43 +582,52 @@ std::string summary_csv(const ClassSummary& s) {
       << "," << (t.graded ? number(t.max_score, 9) : "") << "," << optional_number(t.op_time_s)
       << "," << optional_number(t.op_time_median_s) << "," << optional_number(t.speedup) << ","
       << t.checks_passed << "," << t.checks_total << "," << csv_field(flags) << ","
-      << number(t.wall_s, 6) << "," << t.exit_code << "," << csv_field(t.error) << "\n";
+      << number(t.wall_s, 6) << "," << t.exit_code << "," << csv_field(t.error) << ","
+      << (t.regraded_alone ? "true" : "false") << "," << csv_field(t.gpu) << ","
+      << csv_field(t.slurm_task) << "," << (t.resubmitted ? "true" : "false") << "\n";
   }
   return o.str();
 }
 
+json detail::team_json(const TeamOutcome& t) {
+  auto opt = [](const std::optional<double>& v) { return v ? json(*v) : json(nullptr); };
+  return {{"team", t.team},
+          {"status", t.status()},
+          {"graded", t.graded},
+          {"score", t.graded ? json(t.score) : json(nullptr)},
+          {"max_score", t.graded ? json(t.max_score) : json(nullptr)},
+          {"op_time_s", opt(t.op_time_s)},
+          {"op_time_median_s", opt(t.op_time_median_s)},
+          {"speedup", opt(t.speedup)},
+          {"checks_passed", t.checks_passed},
+          {"checks_total", t.checks_total},
+          {"flags", t.flags},
+          {"regraded_alone", t.regraded_alone},
+          {"gpu", t.gpu},
+          {"slurm_task", t.slurm_task},
+          {"resubmitted", t.resubmitted},
+          {"wall_s", t.wall_s},
+          {"exit_code", t.exit_code},
+          {"error", t.error},
+          {"submission", t.submission.string()},
+          {"out", t.out.string()}};
+}
+
 std::string summary_json(const ClassSummary& s) {
   json teams = json::array();
-  auto opt = [](const std::optional<double>& v) { return v ? json(*v) : json(nullptr); };
-  for (const TeamOutcome& t : s.teams) {
-    teams.push_back({{"team", t.team},
-                     {"status", t.status()},
-                     {"graded", t.graded},
-                     {"score", t.graded ? json(t.score) : json(nullptr)},
-                     {"max_score", t.graded ? json(t.max_score) : json(nullptr)},
-                     {"op_time_s", opt(t.op_time_s)},
-                     {"op_time_median_s", opt(t.op_time_median_s)},
-                     {"speedup", opt(t.speedup)},
-                     {"checks_passed", t.checks_passed},
-                     {"checks_total", t.checks_total},
-                     {"flags", t.flags},
-                     {"regraded_alone", t.regraded_alone},
-                     {"wall_s", t.wall_s},
-                     {"exit_code", t.exit_code},
-                     {"error", t.error},
-                     {"submission", t.submission.string()},
-                     {"out", t.out.string()}});
-  }
-  const json j{{"schema", "convlab-class-summary/1"},
-               {"milestone", s.milestone},
-               {"submissions", s.submissions.string()},
-               {"started_at", s.started_at},
-               {"duration_s", s.duration_s},
-               {"jobs", s.jobs},
-               {"interrupted", s.interrupted},
-               {"total", s.teams.size()},
-               {"graded", s.graded()},
-               {"teams", teams}};
+  for (const TeamOutcome& t : s.teams) teams.push_back(team_json(t));
+  json j{{"schema", "convlab-class-summary/1"},
+         {"milestone", s.milestone},
+         {"submissions", s.submissions.string()},
+         {"started_at", s.started_at},
+         {"duration_s", s.duration_s},
+         {"jobs", s.jobs},
+         {"gpus", s.gpus},
+         {"interrupted", s.interrupted},
+         {"total", s.teams.size()},
+         {"graded", s.graded()},
+         {"teams", teams}};
+  if (!s.slurm_jobs.empty()) j["slurm_jobs"] = s.slurm_jobs;
   return j.dump(2) + "\n";
 }
 
@@ -552,6 +650,10 @@ std::string summary_table(const ClassSummary& s) {
       notes = t.error;
     } else {
       for (const std::string& f : t.flags) notes += (notes.empty() ? "look: " : "; ") + f;
+      if (t.resubmitted) {
+        notes += std::string(notes.empty() ? "" : "; ") +
+                 "graded by a second Slurm task (the first was lost to the cluster)";
+      }
       if (t.regraded_alone) {
         notes += std::string(notes.empty() ? "" : "; ") +
                  "graded again alone (a check ran out of processes while others were graded)";

@@ -1,8 +1,9 @@
 /// @file
 /// @brief `convlab grade-all DIR`: grades every submission of a class (one subfolder per team)
 /// by running `convlab grade` on each as a child process, so that no submission can take the
-/// class run down; CPU milestones in parallel, GPU milestones one at a time. Writes one folder
-/// per team and a summary (summary.csv, summary.json).
+/// class run down; CPU milestones in parallel, GPU milestones one per GPU at a time. Writes one
+/// folder per team and a summary (summary.csv, summary.json). With --slurm the same grades run
+/// as a Slurm job array (grader/class/slurm.hpp).
 #pragma once
 
 #include <cstdint>
@@ -26,12 +27,18 @@ struct GradeAllOptions {
   std::optional<int> runs;                        ///< timed runs, passed on
   std::optional<std::filesystem::path> cache;     ///< framework build cache, passed on
   std::vector<std::string> teams;                 ///< grade only these teams (empty: every team)
+  /// Only the checks whose id matches one of these globs (`convlab grade --only`): a partial
+  /// grade, for trying a setup quickly; it never ranks.
+  std::vector<std::string> only;
   /// Graders at once for CPU milestones; 0: half the cores, at least 1. GPU milestones are
-  /// always graded one at a time so that timings do not disturb each other.
+  /// graded one per GPU at a time (`gpus`) so that timings do not disturb each other.
   int jobs = 0;
   double team_timeout_s = 7200.0;  ///< one team's whole grade; then it is a grader error
   /// The convlab executable that grades each team (default: this one, /proc/self/exe).
   std::optional<std::filesystem::path> grader;
+  /// GPU milestones: the GPUs to grade on, one grade per GPU at a time, each grade seeing only
+  /// its GPU (CUDA_VISIBLE_DEVICES). Empty: every visible GPU (visible_gpus()).
+  std::vector<std::string> gpus;
 };
 
 /// One team's outcome.
@@ -58,6 +65,12 @@ struct TeamOutcome {
   bool contended = false;
   /// Graded a second time, alone, after a contended first grade (that grade is replaced).
   bool regraded_alone = false;
+  /// The GPU the grade saw (CUDA_VISIBLE_DEVICES), when one was chosen for it.
+  std::string gpu;
+  /// With --slurm: the array task that graded the team ("JOB_TASK"), and whether it is a
+  /// second task, after the first was lost for a reason of the cluster's.
+  std::string slurm_task;
+  bool resubmitted = false;
 
   /// "graded" or "grader error".
   std::string status() const { return graded ? "graded" : "grader error"; }
@@ -72,6 +85,9 @@ struct ClassSummary {
   int jobs = 1;                       ///< graders at once
   bool interrupted = false;        ///< stopped by SIGINT/SIGTERM; the teams not reached are missing
   std::vector<TeamOutcome> teams;  ///< sorted by team (with a --team run: kept rows too)
+  std::vector<std::string> gpus;   ///< the GPUs graded on (GPU milestones on this host)
+  /// With --slurm: the job ids submitted (the array, then any resubmission).
+  std::vector<std::string> slurm_jobs;
 
   /// Teams with a report.
   int graded() const;
@@ -87,6 +103,11 @@ struct GradeAllEvents {
   std::function<void(const TeamOutcome& outcome, int done, int total)> finished;
   /// Called about every 200 ms while graders run (redraws a progress bar).
   std::function<void()> tick;
+  /// A line worth telling (--slurm: the job submitted, tasks resubmitted, reports ingested).
+  std::function<void(const std::string& line)> note;
+  /// --slurm: the array's progress ("slurm job 12: 1 queued, 2 running, 1 done, 0 failed of
+  /// 4"), each time it changes.
+  std::function<void(const std::string& line)> status;
 };
 
 /// The team folders of `submissions`, sorted (hidden folders and `exclude` skipped). Throws
@@ -96,6 +117,11 @@ std::vector<std::filesystem::path> find_team_folders(const std::filesystem::path
 
 /// Whether `milestone` runs on the GPU (m3, final, all) rather than only on the CPU (m2).
 bool is_gpu_milestone(const std::string& milestone);
+
+/// The GPUs a grade can be pinned to: the entries of CUDA_VISIBLE_DEVICES where it is set
+/// (none when it is empty), else "0".."N-1" for the N GPUs of the NVIDIA driver
+/// (/proc/driver/nvidia/gpus), else none (then GPU grades run one at a time, unpinned).
+std::vector<std::string> visible_gpus();
 
 /// Reads OUT/TEAM/report.json into `outcome` (score, op time, checks, flags); false, with
 /// outcome.error set, when it is missing or not a grade report.

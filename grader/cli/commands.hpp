@@ -12,6 +12,8 @@ namespace convlab::grader {
 void add_grade_command(CLI::App& app, int& exit_code);
 /// `convlab grade-all DIR ...` (grader/class/grade_all_command.cpp).
 void add_grade_all_command(CLI::App& app, int& exit_code);
+/// `convlab ingest OUT --db FILE` (grader/class/ingest_command.cpp).
+void add_ingest_command(CLI::App& app, int& exit_code);
 /// `convlab leaderboard --db FILE ...` (grader/leaderboard/leaderboard_command.cpp).
 void add_leaderboard_command(CLI::App& app, int& exit_code);
 /// `convlab release --out DIR` (grader/release/release_command.cpp).

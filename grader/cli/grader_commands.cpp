@@ -13,6 +13,9 @@ void add_grader_commands(CLI::App& app, int& exit_code) {
 #ifdef CONVLAB_HAVE_CLASS_CLI
   grader::add_grade_all_command(app, exit_code);
 #endif
+#ifdef CONVLAB_HAVE_INGEST_CLI
+  grader::add_ingest_command(app, exit_code);
+#endif
 #ifdef CONVLAB_HAVE_LEADERBOARD_CLI
   grader::add_leaderboard_command(app, exit_code);
 #endif

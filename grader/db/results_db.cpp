@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "grader/db/sqlite.hpp"
 #include "reference/core/error.hpp"
@@ -31,7 +32,11 @@ constexpr auto kPatience = 120s;
 struct Migration {
   int version;
   const char* sql;
+  /// Run after `sql`, in the same transaction: what SQL alone cannot do (nullptr: nothing).
+  void (*after)(Connection&) = nullptr;
 };
+
+void backfill_report_ids(Connection& conn);
 
 // Applied in order, each once, all pending ones in one transaction. Never edit a released
 // step: add a new one (files in the wild were made by the old text).
@@ -115,9 +120,61 @@ ALTER TABLE checks ADD COLUMN milestone TEXT NOT NULL DEFAULT '';
 CREATE INDEX runs_by_team_time ON runs (milestone, team, op_time_s);
 CREATE INDEX checks_by_run ON checks (run_id, position);
 )sql"},
+    // v3: a stable id per report, unique, so that a report ingested twice (a Slurm class's
+    // report folders loaded again) is one row; whether the grade let the sandbox run degraded
+    // and which features it lacked (NULL where the report does not say).
+    {3, R"sql(
+ALTER TABLE runs ADD COLUMN report_id TEXT;
+ALTER TABLE runs ADD COLUMN allow_degraded INTEGER CHECK (allow_degraded IN (0, 1));
+ALTER TABLE runs ADD COLUMN degraded_features TEXT;  -- JSON array of strings
+)sql",
+     backfill_report_ids},
 };
 
 constexpr int kCurrentVersion = kMigrations[std::size(kMigrations) - 1].version;
+
+// Rows recorded before v3 get the id their report has; then the index makes it unique. Two old
+// rows with one report (none should exist) keep the first its id.
+void backfill_report_ids(Connection& conn) {
+  std::vector<std::pair<std::int64_t, std::string>> ids;
+  {
+    Statement st = conn.prepare("SELECT id, report_json FROM runs ORDER BY id");
+    while (st.step()) {
+      if (auto id = report_id(st.text(1))) ids.emplace_back(st.int64(0), *id);
+    }
+  }
+  std::set<std::string> seen;
+  Statement set = conn.prepare("UPDATE runs SET report_id = ?2 WHERE id = ?1");
+  for (const auto& [row, id] : ids) {
+    if (!seen.insert(id).second) continue;
+    set.reset();
+    set.bind(1, row).bind(2, id);
+    set.run();
+  }
+  conn.exec("CREATE UNIQUE INDEX runs_by_report ON runs (report_id)");
+}
+
+// What v3 stores of a report's degraded-sandbox keys: allow_degraded (NULL when absent) and
+// degraded_features (a JSON array of strings, NULL when absent).
+struct Degraded {
+  std::optional<bool> allow;
+  std::optional<std::string> features;
+};
+
+Degraded degraded_of(const std::string& report_json) {
+  Degraded d;
+  const auto j = nlohmann::json::parse(report_json, nullptr, false);
+  if (!j.is_object()) return d;
+  if (auto a = j.find("allow_degraded"); a != j.end() && a->is_boolean()) d.allow = a->get<bool>();
+  if (auto f = j.find("degraded_features"); f != j.end() && f->is_array()) {
+    nlohmann::json names = nlohmann::json::array();
+    for (const auto& e : *f) {
+      if (e.is_string()) names.push_back(e);
+    }
+    d.features = names.dump();
+  }
+  return d;
+}
 
 CheckStatus parse_status(const std::string& s) {
   if (s == "passed") return CheckStatus::passed;
@@ -245,7 +302,10 @@ ResultsDb::ResultsDb(const fs::path& file, const ResultsDbOptions& options) {
       p = probe(conn);
       check_ours(p, file);
       for (const Migration& m : kMigrations) {
-        if (m.version > p.version && m.version <= target) conn.exec(m.sql);
+        if (m.version > p.version && m.version <= target) {
+          conn.exec(m.sql);
+          if (m.after != nullptr) m.after(conn);
+        }
       }
       const int version = std::max(p.version, target);
       conn.exec("PRAGMA user_version = " + std::to_string(version));
@@ -281,7 +341,26 @@ const fs::path& ResultsDb::file() const {
   return impl_->conn.file();
 }
 
+std::optional<std::string> report_id(const std::string& report_json) {
+  const auto j = nlohmann::json::parse(report_json, nullptr, false);
+  if (!j.is_object() || !j.contains("schema")) return std::nullopt;
+  // FNV-1a, 64 bits: cheap and stable. It is not collision-proof, so a match is trusted only
+  // when the stored report is the same document (record_once compares them).
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : j.dump()) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "fnv1a64:%016llx", static_cast<unsigned long long>(h));
+  return std::string(buf);
+}
+
 std::int64_t ResultsDb::record(const GradeResult& r, const std::string& report_json) {
+  return record_once(r, report_json).id;
+}
+
+Recorded ResultsDb::record_once(const GradeResult& r, const std::string& report_json) {
   if (impl_->version != kCurrentVersion) {
     throw Error("this handle on " + file().string() + " was opened at schema v" +
                 std::to_string(impl_->version) +
@@ -293,15 +372,32 @@ std::int64_t ResultsDb::record(const GradeResult& r, const std::string& report_j
   }
   Connection& conn = impl_->conn;
   const std::string flags = nlohmann::json(r.flags).dump();
-  return sqlite::with_busy_retry(conn, kPatience, [&] {
+  const std::optional<std::string> id = report_id(report_json);
+  const Degraded degraded = degraded_of(report_json);
+  return sqlite::with_busy_retry(conn, kPatience, [&]() -> Recorded {
     Transaction tx(conn);
+    if (id) {
+      Statement same = conn.prepare("SELECT id, report_json FROM runs WHERE report_id = ?1");
+      same.bind(1, *id);
+      if (same.step()) {
+        const auto stored = nlohmann::json::parse(same.text(1), nullptr, false);
+        if (stored != nlohmann::json::parse(report_json, nullptr, false)) {
+          throw Error("run " + std::to_string(same.int64(0)) + " in " + file().string() +
+                      " has the report id " + *id + " of another report (team " + r.team +
+                      "); this report was not recorded: record it into a new file and tell "
+                      "the convlab maintainers");
+        }
+        return {same.int64(0), false};
+      }
+    }
     Statement run = conn.prepare(R"sql(
 INSERT INTO runs (team, milestone, submission, started_at, duration_s, seed, score, max_score,
   op_time_s, op_time_median_s, reference_time_s, speedup, ranked_variant, ranked_model,
   ranked_images, flags, flagged, gpu_name, gpu_driver, cuda_driver, hostname, report_json,
-  cpu_name, sandbox_json, only_json, partial, grader_error, grader_version, framework_hash)
+  cpu_name, sandbox_json, only_json, partial, grader_error, grader_version, framework_hash,
+  report_id, allow_degraded, degraded_features)
 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19,
-  ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29))sql");
+  ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32))sql");
     run.bind(1, r.team)
         .bind(2, r.milestone)
         .bind(3, r.submission)
@@ -330,7 +426,10 @@ VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?
         .bind(26, r.partial)
         .bind(27, r.grader_error)
         .bind(28, r.grader_version)
-        .bind(29, r.framework_hash);
+        .bind(29, r.framework_hash)
+        .bind(30, id)
+        .bind(31, degraded.allow)
+        .bind(32, degraded.features);
     run.run();
     const std::int64_t run_id = conn.last_insert_rowid();
 
@@ -371,7 +470,7 @@ VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?
       chk.run();
     }
     tx.commit();
-    return run_id;
+    return {run_id, true};
   });
 }
 
@@ -381,7 +480,8 @@ std::optional<StoredRun> ResultsDb::load_run(std::int64_t id) const {
 SELECT team, milestone, submission, started_at, duration_s, seed, score, max_score, op_time_s,
   op_time_median_s, reference_time_s, speedup, ranked_variant, ranked_model, ranked_images,
   flags, gpu_name, gpu_driver, cuda_driver, hostname, report_json, recorded_at, cpu_name,
-  sandbox_json, only_json, partial, grader_error, grader_version, framework_hash
+  sandbox_json, only_json, partial, grader_error, grader_version, framework_hash, report_id,
+  allow_degraded, degraded_features
 FROM runs WHERE id = ?1)sql");
   run.bind(1, id);
   if (!run.step()) return std::nullopt;
@@ -417,6 +517,9 @@ FROM runs WHERE id = ?1)sql");
   r.grader_error = run.text(26);
   r.grader_version = run.text(27);
   r.framework_hash = run.text(28);
+  s.report_id = run.text(29);
+  if (!run.is_null(30)) s.allow_degraded = run.int64(30) != 0;
+  if (!run.is_null(31)) s.degraded_features = json_strings(run.text(31));
 
   Statement chk = conn.prepare(R"sql(
 SELECT check_id, name, kind, status, reason, score, max_score, output, hidden, variant, model,
@@ -494,6 +597,13 @@ GROUP BY variant ORDER BY min(position))sql");
     out.push_back(std::move(t));
   }
   return out;
+}
+
+std::optional<std::int64_t> ResultsDb::find_report(const std::string& id) const {
+  Statement st = impl_->conn.prepare("SELECT id FROM runs WHERE report_id = ?1");
+  st.bind(1, id);
+  if (!st.step()) return std::nullopt;
+  return st.int64(0);
 }
 
 std::int64_t ResultsDb::run_count() const {

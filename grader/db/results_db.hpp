@@ -40,7 +40,25 @@ struct StoredRun {
   GradeResult result;       ///< every field record() stored, checks in their original order
   std::string report_json;  ///< the report as recorded
   std::string recorded_at;  ///< when the row was written (UTC, ISO 8601)
+  std::string report_id;    ///< report_id(report_json); empty for a placeholder report
+  /// The report's `allow_degraded` (the grade was allowed to run without some sandbox
+  /// feature); nullopt when the report does not say.
+  std::optional<bool> allow_degraded;
+  /// The report's `degraded_features` (sandbox features the grade ran without); empty when the
+  /// report does not say.
+  std::vector<std::string> degraded_features;
 };
+
+/// What record_once() did.
+struct Recorded {
+  std::int64_t id = 0;    ///< the run's row id, new or already there
+  bool inserted = false;  ///< false: the same report was already recorded as run `id`
+};
+
+/// The stable id of a grade report: "fnv1a64:" and the hash of its canonical form (parsed and
+/// written back compactly, keys sorted), so that layout does not change it. nullopt for text
+/// that is not a JSON object with a "schema" key (a placeholder: such rows are never merged).
+std::optional<std::string> report_id(const std::string& report_json);
 
 /// How to open the database.
 struct ResultsDbOptions {
@@ -72,7 +90,14 @@ class ResultsDb {
 
   /// Stores one grading run and its checks in one transaction (retried while another grader
   /// holds the lock); returns the run's id. `report_json` is kept verbatim.
+  /// A report already recorded (same report_id and the same document) is not recorded again:
+  /// its existing id is returned.
   std::int64_t record(const GradeResult& result, const std::string& report_json);
+  /// record(), saying whether a row was added. Throws Error when another document has the same
+  /// report id (a hash collision: never merged silently).
+  Recorded record_once(const GradeResult& result, const std::string& report_json);
+  /// The run holding the report with this report_id, or nullopt.
+  std::optional<std::int64_t> find_report(const std::string& report_id) const;
   /// The run `id` as stored, or nullopt when there is none.
   std::optional<StoredRun> load_run(std::int64_t id) const;
 

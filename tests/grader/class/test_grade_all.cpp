@@ -5,12 +5,14 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/support/test_support.hpp"
@@ -39,6 +41,7 @@ while [ $# -gt 0 ]; do
 done
 mkdir -p "$out"
 echo "$args" > "$out/args.txt"
+echo "${CUDA_VISIBLE_DEVICES-unset}" > "$out/gpu.txt"
 echo "start $team $(date +%s.%N)" >> "$EVENTS"
 behaviour=$(cat "$sub/behaviour" 2>/dev/null || echo ok)
 score=$(cat "$sub/score" 2>/dev/null || echo 0)
@@ -200,6 +203,10 @@ TEST_CASE("one team's crash, hang, failure or bad report never stops the class")
 
   // The hung grader was killed with everything it started.
   const pid_t sleeper = std::stoi(read(c.out / "dave/sleep.pid"));
+  // A killed process may take a moment to go on a loaded machine.
+  for (int i = 0; i < 50 && is_running(sleeper); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
   CHECK_FALSE(is_running(sleeper));
 
   // The first team runs alone (it builds the framework cache), then up to 3 at once.
@@ -225,7 +232,7 @@ TEST_CASE("one team's crash, hang, failure or bad report never stops the class")
   // The CSV has a header and one row per team; the table names every team and status.
   const std::string csv = read(c.out / "summary.csv");
   CHECK(csv.starts_with("team,status,score,max_score,op_time_s,"));
-  CHECK(csv.find(",error,regraded_alone\n") != std::string::npos);
+  CHECK(csv.find(",error,regraded_alone,gpu,slurm_task,resubmitted\n") != std::string::npos);
   CHECK(std::count(csv.begin(), csv.end(), '\n') == 8);
   CHECK(csv.find("\nalice,graded,50,50,0.0001,") != std::string::npos);
   CHECK(output.find("alice  ") != std::string::npos);
@@ -285,12 +292,12 @@ TEST_CASE("a class that grades cleanly exits 0; --team re-grades one team; optio
   CHECK(output.find("no team 'nobody'") != std::string::npos);
 }
 
-TEST_CASE("GPU milestones grade one team at a time") {
+TEST_CASE("GPU milestones grade one team at a time on one GPU") {
   Class c;
   for (const char* t : {"a", "b", "c"}) c.team(t, "ok", 5);
   std::string output;
-  REQUIRE_MESSAGE(c.grade_all("--milestone final --jobs 4", &output) == 0, output);
-  CHECK(output.find("one at a time") != std::string::npos);
+  REQUIRE_MESSAGE(c.grade_all("--milestone final --jobs 4 --gpus 0", &output) == 0, output);
+  CHECK(output.find("one per GPU at a time") != std::string::npos);
   CHECK(c.summary()["jobs"] == 1);
   const auto spans = c.spans();
   REQUIRE(spans.size() == 3);
@@ -298,6 +305,51 @@ TEST_CASE("GPU milestones grade one team at a time") {
   for (const auto& [team, span] : spans) v.push_back(span);
   std::sort(v.begin(), v.end());
   for (std::size_t i = 1; i < v.size(); ++i) CHECK(v[i].first >= v[i - 1].second);
+  for (const char* t : {"a", "b", "c"}) CHECK(read(c.out / t / "gpu.txt") == "0\n");
+}
+
+TEST_CASE("two GPUs: one grade per GPU at once, each pinned to its GPU, never two on one") {
+  Class c;
+  const std::vector<std::string> teams{"t1", "t2", "t3", "t4", "t5", "t6"};
+  for (const std::string& t : teams) c.team(t, "ok", 5);
+  std::string output;
+  // Fake GPU ids: the scheduler only passes them on, it never opens a device.
+  REQUIRE_MESSAGE(c.grade_all("--milestone final --gpus 7,3", &output) == 0, output);
+  const json s = c.summary();
+  CHECK(s["jobs"] == 2);
+  CHECK(s["gpus"] == json::array({"7", "3"}));
+  CHECK(output.find("2 at a time (one per GPU)") != std::string::npos);
+
+  const auto spans = c.spans();
+  REQUIRE(spans.size() == teams.size());
+  std::map<std::string, std::vector<std::pair<double, double>>> by_gpu;
+  for (const std::string& t : teams) {
+    CAPTURE(t);
+    const std::string seen = read(c.out / t / "gpu.txt");
+    // Each grade saw exactly one GPU, the one the summary names.
+    CHECK((seen == "7\n" || seen == "3\n"));
+    CHECK(team_of(s, t)["gpu"].get<std::string>() + "\n" == seen);
+    by_gpu[seen].push_back(spans.at(t));
+  }
+  CHECK(by_gpu.size() == 2);  // both GPUs were used
+  for (auto& [gpu, v] : by_gpu) {
+    CAPTURE(gpu);
+    std::sort(v.begin(), v.end());
+    for (std::size_t i = 1; i < v.size(); ++i) CHECK(v[i].first >= v[i - 1].second);
+  }
+  // The first team alone (the framework cache), then two at once.
+  int most = 0;
+  for (const auto& [team, span] : spans) {
+    if (team != "t1") CHECK_MESSAGE(span.first >= spans.at("t1").second, team);
+    int at_once = 0;
+    for (const auto& [other, o] : spans) at_once += o.first <= span.first && span.first < o.second;
+    most = std::max(most, at_once);
+  }
+  CHECK(most == 2);
+  CHECK(read(c.out / "summary.csv").find("\nt1,graded,5,50,") != std::string::npos);
+
+  CHECK(c.grade_all("--milestone final --gpus 0,,1", &output) == 1);
+  CHECK(output.find("separated by commas") != std::string::npos);
 }
 
 TEST_CASE("bad input: one clear message and exit 1") {

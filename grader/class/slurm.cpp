@@ -1,0 +1,629 @@
+#include "grader/class/slurm.hpp"
+
+#include <unistd.h>
+
+#include <csignal>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "grader/class/child_process.hpp"
+#include "grader/class/grade_all_detail.hpp"
+#include "reference/core/error.hpp"
+#ifdef CONVLAB_HAVE_SQLITE
+#include "grader/class/ingest.hpp"
+#endif
+
+namespace convlab::grader {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+using namespace detail;
+
+namespace {
+
+// The grader's own files in --out: hidden, so that no team folder can be named like them.
+constexpr const char* kSlurmDir = ".slurm";
+constexpr const char* kTeamsFile = "teams.txt";
+constexpr const char* kScriptFile = "grade.sbatch";
+constexpr const char* kTaskFile = "task.json";
+// squeue, scontrol, sbatch and scancel answer in a second; a stuck controller must not hang
+// the class.
+constexpr double kCommandTimeout = 60.0;
+// Looks at the queue that fail in a row before the follower gives up (the tasks go on).
+constexpr int kMaxQueueFailures = 30;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+std::string trim(std::string s) {
+  s.erase(0, s.find_first_not_of(" \t\r\n"));
+  s.erase(s.find_last_not_of(" \t\r\n") + 1);
+  return s;
+}
+
+bool all_digits(const std::string& s) {
+  return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
+}
+
+// The convlab that runs the tasks: this executable, by its real path (the nodes see it there
+// when it lives on the shared file system).
+fs::path self_exe() {
+  std::error_code ec;
+  const fs::path p = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? fs::path("convlab") : p;
+}
+
+// A path written into a #SBATCH line: Slurm splits those lines on white space.
+void check_sbatch_path(const fs::path& p, const char* what) {
+  if (p.string().find_first_of(" \t\n\r'\"") != std::string::npos) {
+    throw Error(std::string(what) + " " + p.string() +
+                " holds a space or a quote, which a Slurm batch script cannot take; choose a "
+                "path without them");
+  }
+}
+
+// The team names of a class run, refused where a line of teams.txt cannot hold them.
+void check_team_names(const std::vector<fs::path>& folders) {
+  for (const fs::path& f : folders) {
+    const std::string name = f.filename().string();
+    if (std::any_of(name.begin(), name.end(),
+                    [](unsigned char c) { return c < 0x20 || c == 0x7f; })) {
+      throw Error("team folder '" + f.string() +
+                  "' has a control character in its name; rename it before grading with "
+                  "--slurm");
+    }
+  }
+}
+
+std::string job_name(const std::string& milestone) {
+  return "convlab-" + milestone;
+}
+
+// Every #SBATCH line and the task's command; `tasks` array indices 0..tasks-1.
+std::string script_text(const GradeAllOptions& o, const SlurmOptions& s, const ClassPlan& plan,
+                        int tasks) {
+  const fs::path slurm_dir = plan.out / kSlurmDir;
+  std::string gres = s.gres;
+  if (!plan.gpu && !gres.empty()) {
+    throw Error("--gres " + gres + ": " + o.milestone +
+                " runs on the CPU, so its tasks ask for no GPU; leave --gres out");
+  }
+  if (plan.gpu && gres.empty()) gres = "gpu:1";
+  check_sbatch_path(plan.out, "--out");
+  const fs::path exe = self_exe();
+
+  std::ostringstream t;
+  t << "#!/bin/bash\n"
+    << "# convlab grade-all --slurm: milestone " << o.milestone << ", " << tasks << " team"
+    << (tasks == 1 ? "" : "s") << " of " << plan.submissions.string() << ".\n"
+    << "# One array task per team: task N grades the team on line N+1 of\n"
+    << "# " << (slurm_dir / kTeamsFile).string() << " and writes only that team's folder in\n"
+    << "# " << plan.out.string() << " (report.json, task.json, grade.log); the grade-all that\n"
+    << "# submitted this script merges them and is the only one to write the database.\n"
+    << "#SBATCH --job-name=" << job_name(o.milestone) << "\n"
+    << "#SBATCH --array=0-" << tasks - 1;
+  if (s.max_parallel > 0) t << "%" << s.max_parallel;
+  t << "\n"
+    << "#SBATCH --ntasks=1\n"
+    // grade-all resubmits a lost task itself, once, and counts it; Slurm's own requeue would
+    // hide it.
+    << "#SBATCH --no-requeue\n"
+    << "#SBATCH --output=" << (slurm_dir / "logs" / "task-%A_%a.log").string() << "\n";
+  if (!s.partition.empty()) t << "#SBATCH --partition=" << s.partition << "\n";
+  if (!s.account.empty()) t << "#SBATCH --account=" << s.account << "\n";
+  if (s.time_min) t << "#SBATCH --time=" << *s.time_min << "\n";
+  if (!gres.empty()) t << "#SBATCH --gres=" << gres << "\n";
+  for (const std::string& extra : s.sbatch_options) t << "#SBATCH " << extra << "\n";
+
+  std::vector<std::string> argv{exe.string(), "grade-all", plan.submissions.string(), "--milestone",
+                                o.milestone,  "--out",     plan.out.string()};
+  auto add = [&](const char* flag, const std::string& value) {
+    argv.emplace_back(flag);
+    argv.push_back(value);
+  };
+  for (const fs::path& m : o.model_dirs) add("--models", m.string());
+  if (o.data) add("--data", o.data->string());
+  if (o.seed) add("--seed", std::to_string(*o.seed));
+  if (o.runs) add("--runs", std::to_string(*o.runs));
+  if (o.cache) add("--cache", o.cache->string());
+  for (const std::string& glob : o.only) add("--only", glob);
+  std::ostringstream timeout;
+  timeout << o.team_timeout_s;
+  add("--team-timeout", timeout.str());
+  if (o.grader) add("--grader", o.grader->string());
+  t << "exec";
+  for (const std::string& a : argv) t << " " << shell_quote(a);
+  t << " --slurm-task \"$SLURM_ARRAY_TASK_ID\"\n";
+  return t.str();
+}
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// One team of the class as the follower sees it.
+struct Track {
+  std::size_t index = 0;  // into summary.teams
+  std::string job;        // the array it runs in now
+  int task = 0;           // its index there (always its line in teams.txt)
+  int attempts = 1;       // 2 after a resubmission
+  enum class Phase { queued, running, done, failed } phase = Phase::queued;
+  std::optional<Clock::time_point> completed_at;  // COMPLETED seen, task.json not yet
+};
+
+std::string task_id(const std::string& job, int task) {
+  return job + "_" + std::to_string(task);
+}
+
+// task.json of a team, when the task wrote one that reads as a summary row.
+std::optional<TeamOutcome> read_task_file(const fs::path& team_out) {
+  const fs::path file = team_out / kTaskFile;
+  std::error_code ec;
+  if (!fs::is_regular_file(fs::symlink_status(file, ec))) return std::nullopt;
+  try {
+    const json j = json::parse(read_file(file));
+    if (!j.is_object()) return std::nullopt;
+    return team_from_json(j);
+  } catch (const json::exception&) {
+    return std::nullopt;
+  }
+}
+
+// The submitted job's id, or an Error with what sbatch said.
+std::string submit(const fs::path& script, const std::string& array) {
+  std::vector<std::string> argv{"sbatch", "--parsable"};
+  if (!array.empty()) argv.push_back("--array=" + array);
+  argv.push_back(script.string());
+  const CommandOutput r = run_captured(argv, kCommandTimeout);
+  const std::string job = parse_sbatch_job(r.output);
+  if (!r.ok() || job.empty()) {
+    throw Error("sbatch did not take the job (" + r.exit.describe() + "): " + trim(r.output) +
+                "\nThe script is " + script.string() + ": check the partition, account and gres");
+  }
+  return job;
+}
+
+}  // namespace
+
+std::string parse_sbatch_job(const std::string& output) {
+  std::istringstream in(output);
+  for (std::string line; std::getline(in, line);) {
+    line = trim(line);
+    const std::string id = line.substr(0, line.find(';'));
+    if (all_digits(id)) return id;
+  }
+  return "";
+}
+
+std::vector<SlurmTaskState> parse_squeue(const std::string& output) {
+  std::vector<SlurmTaskState> out;
+  std::istringstream in(output);
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream words(line);
+    SlurmTaskState t;
+    std::string task;
+    if (!(words >> t.job >> task >> t.state) || !all_digits(t.job) || !all_digits(task)) continue;
+    t.task = std::stoi(task);
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+std::vector<SlurmTaskState> parse_scontrol(const std::string& output) {
+  std::vector<SlurmTaskState> out;
+  std::istringstream in(output);
+  for (std::string line; std::getline(in, line);) {
+    std::map<std::string, std::string> kv;
+    std::istringstream words(line);
+    for (std::string w; words >> w;) {
+      const auto eq = w.find('=');
+      if (eq != std::string::npos) kv.emplace(w.substr(0, eq), w.substr(eq + 1));
+    }
+    const std::string job = kv["ArrayJobId"], task = kv["ArrayTaskId"];
+    if (!all_digits(job) || !all_digits(task)) continue;  // not an array task, or a range
+    SlurmTaskState t;
+    t.job = job;
+    t.task = std::stoi(task);
+    t.state = kv["JobState"];
+    t.reason = kv["Reason"];
+    t.exit_code = kv["ExitCode"];
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+bool is_cluster_failure(const std::string& state) {
+  static const std::set<std::string> lost{"NODE_FAIL", "PREEMPTED", "BOOT_FAIL",
+                                          "CANCELLED", "DEADLINE",  "REVOKED"};
+  return lost.contains(state);
+}
+
+std::string slurm_script(const GradeAllOptions& options, const SlurmOptions& slurm) {
+  // The plan without creating --out: a dry run writes nothing.
+  GradeAllOptions o = options;
+  const bool gpu = is_gpu_milestone(o.milestone);
+  if (o.out.empty()) throw Error("grade-all needs --out: the folder for the results");
+  ClassPlan plan;
+  plan.gpu = gpu;
+  plan.submissions = fs::weakly_canonical(fs::absolute(o.submissions));
+  plan.out = fs::weakly_canonical(fs::absolute(o.out));
+  plan.class_folders = find_team_folders(plan.submissions, plan.out);
+  int tasks = static_cast<int>(plan.class_folders.size());
+  if (!o.teams.empty()) {
+    for (const std::string& name : o.teams) {
+      if (std::none_of(plan.class_folders.begin(), plan.class_folders.end(),
+                       [&](const fs::path& f) { return f.filename() == name; })) {
+        throw Error("no team '" + name + "' in " + plan.submissions.string() +
+                    " (a team is a subfolder; --team takes its name)");
+      }
+    }
+    tasks = static_cast<int>(std::set(o.teams.begin(), o.teams.end()).size());
+  }
+  return script_text(o, slurm, plan, tasks);
+}
+
+ClassSummary grade_all_slurm(const GradeAllOptions& options, const SlurmOptions& slurm,
+                             const GradeAllEvents& events) {
+  clear_stop();
+#ifndef CONVLAB_HAVE_SQLITE
+  if (options.db) {
+    throw Error(
+        "--db needs the results database, and this convlab was built without SQLite: install "
+        "libsqlite3-dev and configure again, or grade without --db");
+  }
+#endif
+  for (const char* tool : {"sbatch", "squeue", "scontrol", "scancel"}) {
+    if (!find_program(tool)) {
+      throw Error(std::string(tool) +
+                  " not found: --slurm runs where Slurm's commands are (a login node of the "
+                  "cluster); without Slurm, leave --slurm out");
+    }
+  }
+  const ClassPlan plan = plan_class(options);
+  check_team_names(plan.folders);
+  const int total = static_cast<int>(plan.folders.size());
+  const std::string script = script_text(options, slurm, plan, total);
+
+  ClassSummary summary;
+  summary.milestone = options.milestone;
+  summary.submissions = plan.submissions;
+  summary.started_at = utc_now();
+  summary.jobs = slurm.max_parallel > 0 ? std::min(slurm.max_parallel, total) : total;
+
+  // A team's old results go before the job starts: an old task.json must not read as new.
+  const fs::path slurm_dir = plan.out / kSlurmDir;
+  std::error_code ec;
+  fs::create_directories(slurm_dir / "logs", ec);
+  std::string teams_text;
+  for (const fs::path& f : plan.folders) {
+    TeamOutcome t = new_outcome(f, plan.out);
+    fs::remove_all(t.out, ec);
+    fs::create_directories(t.out, ec);
+    teams_text += t.team + "\n";
+    summary.teams.push_back(std::move(t));
+  }
+  write_atomically(slurm_dir / kTeamsFile, teams_text);
+  const fs::path script_file = slurm_dir / kScriptFile;
+  write_atomically(script_file, script);
+  fs::permissions(script_file, fs::perms::owner_all | fs::perms::group_read, ec);
+
+  auto note = [&](const std::string& line) {
+    if (events.note) events.note(line);
+  };
+  if (events.begin) events.begin(total, summary.jobs);
+  const auto start = Clock::now();
+  std::vector<Track> tracks;
+  {
+    const std::string job = submit(script_file, "");
+    summary.slurm_jobs.push_back(job);
+    note("submitted Slurm job " + job + ": " + std::to_string(total) + " array task" +
+         (total == 1 ? "" : "s") + ", one per team (script: " + script_file.string() + ")");
+    for (std::size_t i = 0; i < summary.teams.size(); ++i) {
+      Track tr;
+      tr.index = i;
+      tr.job = job;
+      tr.task = static_cast<int>(i);
+      tracks.push_back(tr);
+    }
+  }
+
+  int done = 0, failed = 0, resubmitted = 0, queue_failures = 0;
+  std::string last_status;
+  auto finished = [&](const Track& tr) {
+    return tr.phase == Track::Phase::done || tr.phase == Track::Phase::failed;
+  };
+  auto report_status = [&] {
+    int queued = 0, running = 0;
+    for (const Track& tr : tracks) {
+      queued += tr.phase == Track::Phase::queued;
+      running += tr.phase == Track::Phase::running;
+    }
+    std::string jobs;
+    for (const std::string& j : summary.slurm_jobs) {
+      if (!jobs.empty()) jobs += '+';
+      jobs += j;
+    }
+    std::ostringstream line;
+    line << "slurm job " << jobs << ": " << queued << " queued, " << running << " running, " << done
+         << " done, " << failed << " failed of " << total;
+    if (resubmitted > 0) line << " (" << resubmitted << " resubmitted)";
+    if (line.str() != last_status && events.status) events.status(line.str());
+    last_status = line.str();
+  };
+  auto fail = [&](Track& tr, const std::string& why) {
+    TeamOutcome& t = summary.teams[tr.index];
+    tr.phase = Track::Phase::failed;
+    t.graded = false;
+    t.slurm_task = task_id(tr.job, tr.task);
+    t.resubmitted = tr.attempts > 1;
+    t.error = why + "; see " + (slurm_dir / "logs" / ("task-" + t.slurm_task + ".log")).string();
+    ++failed;
+    if (events.finished) events.finished(t, done + failed, total);
+  };
+
+  while (true) {
+    if (stop_requested()) {
+      summary.interrupted = true;
+      for (const std::string& job : summary.slurm_jobs) {
+        run_captured({"scancel", job}, kCommandTimeout);
+      }
+      for (Track& tr : tracks) {
+        if (!finished(tr)) {
+          summary.teams[tr.index].error =
+              "not graded: the class run was interrupted (its Slurm task was cancelled)";
+        }
+      }
+      break;
+    }
+    std::set<std::string> live_jobs;
+    for (const Track& tr : tracks) {
+      if (!finished(tr)) live_jobs.insert(tr.job);
+    }
+    if (live_jobs.empty()) break;
+
+    // What is still queued or running.
+    std::string ids;
+    for (const std::string& j : live_jobs) {
+      if (!ids.empty()) ids += ',';
+      ids += j;
+    }
+    const CommandOutput sq =
+        run_captured({"squeue", "-h", "-r", "-j", ids, "-o", "%F %K %T"}, kCommandTimeout);
+    if (!sq.ok() && sq.output.find("Invalid job id") == std::string::npos) {
+      if (++queue_failures >= kMaxQueueFailures) {
+        throw Error("cannot read the Slurm queue (squeue: " + trim(sq.output) +
+                    "); the tasks of job " + summary.slurm_jobs.front() +
+                    " may still run: when they end, load their reports with `convlab ingest " +
+                    plan.out.string() + " --db FILE`");
+      }
+      std::this_thread::sleep_for(std::chrono::duration<double>(slurm.poll_s));
+      continue;
+    }
+    queue_failures = 0;
+    std::map<std::string, std::string> active;  // "JOB_TASK" -> state
+    if (sq.ok()) {
+      for (const SlurmTaskState& s : parse_squeue(sq.output)) {
+        active[task_id(s.job, s.task)] = s.state;
+      }
+    }
+
+    // The tasks that left the queue: their result, or how Slurm says they ended.
+    std::map<std::string, SlurmTaskState> ended;
+    std::set<std::string> unreadable;  // jobs scontrol could not show this time
+    bool asked_scontrol = false;
+    std::vector<Track*> lost;
+    for (Track& tr : tracks) {
+      if (finished(tr)) continue;
+      const std::string id = task_id(tr.job, tr.task);
+      if (auto a = active.find(id); a != active.end()) {
+        tr.phase = a->second == "PENDING" ? Track::Phase::queued : Track::Phase::running;
+        continue;
+      }
+      TeamOutcome& t = summary.teams[tr.index];
+      if (std::optional<TeamOutcome> row = read_task_file(t.out)) {
+        // How the grade ended, from the task; the figures, from the report it validates.
+        t.graded = row->graded;
+        t.error = row->error;
+        t.exit_code = row->exit_code;
+        t.wall_s = row->wall_s;
+        t.gpu = row->gpu;
+        t.slurm_task = id;
+        t.resubmitted = tr.attempts > 1;
+        const bool report = read_team_report(t);  // sets error when there is none
+        if (t.graded && !report) {
+          t.graded = false;
+          t.error =
+              "the task said graded, but " + t.error + "; see " + (t.out / "grade.log").string();
+        } else {
+          t.error = row->error;
+        }
+        tr.phase = Track::Phase::done;
+        ++done;
+        if (events.finished) events.finished(t, done + failed, total);
+        continue;
+      }
+      if (!asked_scontrol) {
+        asked_scontrol = true;
+        for (const std::string& job : live_jobs) {
+          const CommandOutput sc =
+              run_captured({"scontrol", "-o", "show", "job", job}, kCommandTimeout);
+          // "Invalid job id": the controller forgot the job; other failures: ask again later
+          // rather than take a running task for a lost one.
+          if (!sc.ok() && sc.output.find("Invalid job id") == std::string::npos) {
+            unreadable.insert(job);
+          }
+          for (const SlurmTaskState& s : parse_scontrol(sc.output)) {
+            ended[task_id(s.job, s.task)] = s;
+          }
+        }
+      }
+      if (unreadable.contains(tr.job)) continue;
+      const auto e = ended.find(id);
+      const std::string state = e != ended.end() ? e->second.state : "";
+      if (state == "PENDING" || state == "RUNNING" || state == "CONFIGURING" ||
+          state == "COMPLETING" || state == "SUSPENDED" || state == "REQUEUED" ||
+          state == "RESIZING" || state == "SIGNALING" || state == "STAGE_OUT") {
+        continue;  // between two looks: the next one tells
+      }
+      const std::string exit_code = e != ended.end() ? e->second.exit_code : "";
+      if (state == "COMPLETED") {
+        // The task wrote task.json before it exited 0: wait for the file system to show it.
+        if (!tr.completed_at) tr.completed_at = Clock::now();
+        if (seconds_since(*tr.completed_at) < slurm.result_grace_s) continue;
+        fail(tr, "Slurm task " + id + " completed, but its " + std::string(kTaskFile) +
+                     " never appeared in " + t.out.string() +
+                     " (is --out on a file system every node shares?)");
+        continue;
+      }
+      // Unknown: the controller no longer knows the task (purged): lost as well.
+      const bool cluster = state.empty() || is_cluster_failure(state);
+      if (cluster && tr.attempts == 1) {
+        lost.push_back(&tr);
+        continue;
+      }
+      fail(tr, "Slurm task " + id + " ended " + (state.empty() ? "out of sight" : state) +
+                   (exit_code.empty() ? "" : " (exit " + exit_code + ")") +
+                   (cluster ? " for the second time" : "") + " without a result");
+    }
+
+    if (!lost.empty()) {
+      std::string array, which;
+      for (const Track* tr : lost) {
+        if (!array.empty()) array += ',';
+        array += std::to_string(tr->task);
+        const auto e = ended.find(task_id(tr->job, tr->task));
+        if (!which.empty()) which += ", ";
+        which += task_id(tr->job, tr->task);
+        which += ' ';
+        which += e != ended.end() ? e->second.state : "lost";
+      }
+      if (slurm.max_parallel > 0) array += "%" + std::to_string(slurm.max_parallel);
+      const std::string job = submit(script_file, array);
+      summary.slurm_jobs.push_back(job);
+      for (Track* tr : lost) {
+        // The lost task's partial results go; the new task starts clean.
+        fs::remove_all(summary.teams[tr->index].out, ec);
+        fs::create_directories(summary.teams[tr->index].out, ec);
+        tr->job = job;
+        tr->attempts = 2;
+        tr->phase = Track::Phase::queued;
+        tr->completed_at.reset();
+        ++resubmitted;
+      }
+      note("resubmitted " + std::to_string(lost.size()) + " task" + (lost.size() == 1 ? "" : "s") +
+           " lost to the cluster (" + which + ") as job " + job);
+    }
+    report_status();
+    if (events.tick) events.tick();
+    if (std::all_of(tracks.begin(), tracks.end(), finished)) break;
+    // Sleep in short steps, so that Ctrl-C is answered at once.
+    const auto wake = Clock::now() + std::chrono::duration<double>(slurm.poll_s);
+    while (Clock::now() < wake && !stop_requested()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+  report_status();
+
+#ifdef CONVLAB_HAVE_SQLITE
+  // The one writer: every report the tasks wrote goes into the database now.
+  if (options.db) {
+    std::vector<std::string> with_report;
+    for (const TeamOutcome& t : summary.teams) {
+      if (fs::exists(fs::symlink_status(t.out / "report.json", ec))) with_report.push_back(t.team);
+    }
+    if (!with_report.empty()) {
+      const IngestSummary in = ingest_reports(plan.out, *options.db, with_report);
+      for (const IngestedFolder& f : in.folders) {
+        if (f.outcome != IngestOutcome::rejected) continue;
+        for (TeamOutcome& t : summary.teams) {
+          if (t.team == f.team && t.graded) {
+            t.graded = false;
+            t.error = "its report was not ingested: " + f.reason;
+          }
+        }
+      }
+      note("ingested into " + options.db->string() + ": " +
+           std::to_string(in.count(IngestOutcome::added)) + " added, " +
+           std::to_string(in.count(IngestOutcome::already)) + " already there, " +
+           std::to_string(in.count(IngestOutcome::rejected)) + " rejected");
+    }
+  }
+#endif
+  summary.duration_s = seconds_since(start);
+  write_summary(summary, plan.kept, plan.out);
+  return summary;
+}
+
+int run_slurm_task(const GradeAllOptions& options, int index) {
+  clear_stop();
+  if (options.db) {
+    throw Error(
+        "a Slurm task never writes the database (--db): the grade-all that submitted "
+        "the job ingests the reports");
+  }
+  const fs::path submissions = fs::weakly_canonical(fs::absolute(options.submissions));
+  const fs::path out = fs::weakly_canonical(fs::absolute(options.out));
+  const fs::path list = out / kSlurmDir / kTeamsFile;
+  std::ifstream in(list);
+  if (!in) throw Error("cannot read " + list.string() + ": the task list grade-all --slurm wrote");
+  std::vector<std::string> teams;
+  for (std::string line; std::getline(in, line);) teams.push_back(line);
+  if (index < 0 || index >= static_cast<int>(teams.size())) {
+    throw Error("--slurm-task " + std::to_string(index) + ": " + list.string() + " lists " +
+                std::to_string(teams.size()) + " teams");
+  }
+  const fs::path folder = submissions / teams[index];
+  if (!fs::is_directory(folder)) throw Error("no team folder " + folder.string());
+  const std::vector<fs::path> class_folders = find_team_folders(submissions, out);
+
+  TeamOutcome t = new_outcome(folder, out);
+  if (const char* job = std::getenv("SLURM_ARRAY_JOB_ID")) {
+    t.slurm_task = std::string(job) + "_" + std::to_string(index);
+  }
+  if (is_gpu_milestone(options.milestone)) {
+    // Slurm chose the GPU (--gres) and set CUDA_VISIBLE_DEVICES to it.
+    if (const char* gpu = std::getenv("CUDA_VISIBLE_DEVICES")) t.gpu = gpu;
+  }
+  const std::vector<std::string> argv = grade_argv(options, t, class_folders, out);
+  start_team_folder(t, argv);
+  const auto start = Clock::now();
+  ChildProcess child(argv, t.out / "grade.log", options.grader.value_or("/proc/self/exe"));
+  std::optional<ChildExit> exit;
+  while (!(exit = child.poll())) {
+    if (stop_requested()) {
+      // Cancelled (scancel, preemption): no task.json, so the submitter sees a lost task.
+      child.kill_group(false);
+      return 143;
+    }
+    if (options.team_timeout_s > 0 && seconds_since(start) > options.team_timeout_s) {
+      exit = child.kill_group(true);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  if (!exit->timed_out && (exit->signal == SIGTERM || exit->signal == SIGKILL)) {
+    // Slurm's signals reached the grade first (scancel, preemption, a node going down): the
+    // same as a stop. The team's code cannot send them: it runs as another user (and in its
+    // own PID namespace where the kernel allows).
+    return 143;
+  }
+  t.wall_s = seconds_since(start);
+  judge(t, *exit, options.team_timeout_s);
+  write_atomically(t.out / kTaskFile, team_json(t).dump(2) + "\n");
+  return 0;
+}
+
+}  // namespace convlab::grader
