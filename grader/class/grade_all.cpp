@@ -14,6 +14,7 @@
 
 #include "grader/class/child_process.hpp"
 #include "reference/core/error.hpp"
+#include "reference/core/text.hpp"
 #include "reference/driver/milestone.hpp"
 
 namespace convlab::grader {
@@ -69,6 +70,7 @@ std::vector<std::string> grade_argv(const GradeAllOptions& o, const TeamOutcome&
   if (o.seed) add("--seed", std::to_string(*o.seed));
   if (o.runs) add("--runs", std::to_string(*o.runs));
   if (o.cache) add("--cache", o.cache->string());
+  if (o.allow_degraded) argv.emplace_back("--allow-degraded");
   for (const fs::path& other : class_folders) {
     if (other == t.submission) continue;
     add("--hide", other.string());
@@ -119,7 +121,9 @@ std::vector<TeamOutcome> earlier_rows(const fs::path& out, const std::string& mi
     }
     for (const json& row : s.at("teams")) {
       TeamOutcome t = team_from_json(row);
-      auto is_team = [&](const fs::path& f) { return f.filename() == t.team; };
+      auto is_team = [&](const fs::path& f) {
+        return strip_control_chars(f.filename().string()) == t.team;
+      };
       if (std::none_of(class_folders.begin(), class_folders.end(), is_team) ||
           std::any_of(graded_now.begin(), graded_now.end(), is_team)) {
         continue;
@@ -326,9 +330,10 @@ ClassSummary grade_all(const GradeAllOptions& options, const GradeAllEvents& eve
   }
   for (const fs::path& f : folders) {
     TeamOutcome t;
-    t.team = f.filename().string();
+    // Printed and stored without control characters; its folders keep their own names.
+    t.team = strip_control_chars(f.filename().string());
     t.submission = f;
-    t.out = out / t.team;
+    t.out = out / f.filename();
     summary.teams.push_back(std::move(t));
   }
   // Re-grading some teams keeps the other teams' rows of the summary.

@@ -26,6 +26,7 @@ struct GradeAllOptions {
   std::optional<int> runs;                        ///< timed runs, passed on
   std::optional<std::filesystem::path> cache;     ///< framework build cache, passed on
   std::vector<std::string> teams;                 ///< grade only these teams (empty: every team)
+  bool allow_degraded = false;                    ///< passed on: grade without full isolation
   /// Graders at once for CPU milestones; 0: half the cores, at least 1. GPU milestones are
   /// always graded one at a time so that timings do not disturb each other.
   int jobs = 0;

@@ -31,6 +31,7 @@ struct GradeAllArgs {
   int runs = 0, jobs = 0;
   double team_timeout_s = 7200.0;
   std::string grader;
+  bool allow_degraded = false;
 };
 
 std::string clock_text(double s) {
@@ -133,6 +134,7 @@ int run_grade_all(const GradeAllArgs& a, const CLI::App& cmd) {
   if (cmd.count("--runs") > 0) o.runs = a.runs;
   if (!a.cache.empty()) o.cache = fs::absolute(a.cache);
   o.teams = a.teams;
+  o.allow_degraded = a.allow_degraded;
   o.jobs = a.jobs;
   o.team_timeout_s = a.team_timeout_s;
   if (!a.grader.empty()) o.grader = fs::absolute(a.grader);
@@ -217,6 +219,8 @@ void add_grade_all_command(CLI::App& app, int& exit_code) {
                   "Teams graded at once for m2 (default: half the cores, at least 1)")
       ->check(CLI::Range(1, 1024));
   cmd->add_option("--team", a->teams, "Grade only this team (repeatable): re-grading");
+  cmd->add_flag("--allow-degraded", a->allow_degraded,
+                "Passed on: grade even where this machine lacks an isolation feature");
   cmd->add_option("--team-timeout", a->team_timeout_s,
                   "Seconds one team's whole grade may take before it is killed (default 7200)")
       ->check(CLI::PositiveNumber);
