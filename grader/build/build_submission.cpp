@@ -240,7 +240,6 @@ BuildResult build_submission(const BuildRequest& given, const BuildProgressFn& p
   TeamBuild team_build;
   team_build.uid = sandbox_uid(request.work_dir.string());
   team_build.visible = team_build_visible_paths(fw->dir, fw->system_include_dirs);
-  give_to_build_user(request.work_dir, team_build.uid);
 
   say("compiling the team's files");
   std::vector<std::string> configure = {
@@ -259,7 +258,9 @@ BuildResult build_submission(const BuildRequest& given, const BuildProgressFn& p
   for (std::string& option : seed_compiler_checks(fw->project_template, build)) {
     configure.push_back(std::move(option));
   }
-  SandboxResult run = run_tool(configure, request.work_dir, request.work_dir, left(), hide, &team_build);
+  give_to_build_user(request.work_dir, team_build.uid);  // the seeded checks included
+  SandboxResult run =
+      run_tool(configure, request.work_dir, request.work_dir, left(), hide, &team_build);
   if (run.outcome == Outcome::timed_out) {
     result.log = "the build passed its time limit of " + seconds_text(request.time_limit_s) +
                  " while configuring";
@@ -292,9 +293,8 @@ BuildResult build_submission(const BuildRequest& given, const BuildProgressFn& p
   }
   std::string make_program = cache_entry(build / "CMakeCache.txt", "CMAKE_MAKE_PROGRAM");
   if (make_program.empty()) make_program = "ninja";
-  const SandboxResult deps =
-      run_tool({make_program, "-C", build.string(), "-t", "deps"}, build, request.work_dir, 120.0,
-               hide, &team_build);
+  const SandboxResult deps = run_tool({make_program, "-C", build.string(), "-t", "deps"}, build,
+                                      request.work_dir, 120.0, hide, &team_build);
   // Checks that could not run are the grader's problem, never a pass.
   std::string check_error;
   if (!ran_ok(deps)) check_error += "ninja -t deps: " + deps.describe() + "\n";

@@ -1104,10 +1104,13 @@ const char* memory_limit_name(MemoryLimitKind kind) {
 }
 
 TempDirLock::TempDirLock(const fs::path& dir) {
+  // Locked under another name, then renamed into place: a sweeper never finds the lock file
+  // unlocked while its folder is being set up.
   const fs::path file = dir / kTempDirLockName;
-  fd_ = open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd_ < 0) throw_errno("cannot create the lock file " + file.string());
-  if (flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+  const fs::path making = dir / (std::string(kTempDirLockName) + ".new");
+  fd_ = open(making.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd_ < 0) throw_errno("cannot create the lock file " + making.string());
+  if (flock(fd_, LOCK_EX | LOCK_NB) != 0 || rename(making.c_str(), file.c_str()) != 0) {
     const int err = errno;
     close(fd_);
     fd_ = -1;
@@ -1208,6 +1211,7 @@ std::vector<std::string> require_isolation(bool allow_degraded, const std::strin
   std::error_code ec;
   const fs::path tmp = fs::temp_directory_path(ec);
   if (!ec) sweep_stale_temp_dirs(tmp);
+  if (ec || fs::path("/tmp") != tmp) sweep_stale_temp_dirs("/tmp");
   const std::vector<IsolationProblem> problems = isolation_problems(probe_sandbox_features(user));
   std::vector<std::string> names;
   for (const IsolationProblem& p : problems) names.push_back(p.feature);
@@ -1319,9 +1323,11 @@ SandboxResult run_sandboxed(const SandboxSpec& spec) {
   RunFiles files;
   files.keep = spec.keep_private_dir;
   {
-    std::string pattern = (spec.private_parent / "convlab-run-XXXXXX").string();
+    const fs::path parent =
+        spec.private_parent.empty() ? fs::temp_directory_path() : spec.private_parent;
+    std::string pattern = (parent / "convlab-run-XXXXXX").string();
     if (mkdtemp(pattern.data()) == nullptr) {
-      throw_errno("cannot create a private directory in " + spec.private_parent.string());
+      throw_errno("cannot create a private directory in " + parent.string());
     }
     files.private_dir = pattern;
   }

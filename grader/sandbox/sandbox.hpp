@@ -122,8 +122,9 @@ struct SandboxSpec {
   /// Non-zero (a root grader): the user id the run gets, from sandbox_uid(), so that the runs
   /// of one build share their files. Zero: a fresh one per run (RLIMIT_NPROC apart).
   std::uint32_t uid = 0;
-  /// Parent folder of the private directory (it must be traversable by `user`).
-  std::filesystem::path private_parent = "/tmp";
+  /// Parent folder of the private directory; empty: the temporary folder ($TMPDIR, else
+  /// /tmp). Without the allow-list view it must be traversable by `user`.
+  std::filesystem::path private_parent;
   /// Keep the private directory after the run (for debugging a grade).
   bool keep_private_dir = false;
   /// false: create no namespace at all, as on a kernel that refuses them (tests of that
