@@ -753,7 +753,9 @@ double seconds(const struct timeval& tv) {
 
 std::string format_bytes(std::size_t n) {
   std::ostringstream out;
-  if (n >= (1u << 20) && n % (1u << 20) == 0) {
+  if (n >= (std::size_t{1} << 30) && n % (std::size_t{1} << 30) == 0) {
+    out << (n >> 30) << " GiB";
+  } else if (n >= (1u << 20) && n % (1u << 20) == 0) {
     out << (n >> 20) << " MiB";
   } else if (n >= 1024 && n % 1024 == 0) {
     out << (n >> 10) << " KiB";

@@ -1,5 +1,4 @@
-// Hostile submission "m2_constexpr_bomb": a compile-time table far too large to evaluate.
-#include <array>
+// Hostile submission "m2_constexpr_bomb": a constant expression that takes the compiler gigabytes.
 #include <cstdint>
 #include <cstring>
 
@@ -9,20 +8,17 @@ namespace convlab::student {
 
 namespace {
 
-constexpr std::size_t kInner = 1u << 14;
-constexpr std::size_t kOuter = 1u << 14;
-
-// Each element a distinct value: the compiler keeps one node per element while evaluating.
-constexpr std::array<std::uint32_t, kInner * kOuter> make_table() {
-  std::array<std::uint32_t, kInner * kOuter> t{};
-  for (std::size_t i = 0; i < kOuter; ++i) {
-    for (std::size_t j = 0; j < kInner; ++j)
-      t[i * kInner + j] = static_cast<std::uint32_t>(i * kInner + j);
+// Every (N, M) a new instantiation: 2^27 of them for leaf<27, 1>.
+template <int N, unsigned M>
+constexpr unsigned leaf() {
+  if constexpr (N == 0) {
+    return M;
+  } else {
+    return leaf<N - 1, 2 * M>() + leaf<N - 1, 2 * M + 1>();
   }
-  return t;
 }
 
-constexpr auto kTable = make_table();
+constexpr unsigned kValue = leaf<27, 1>();
 
 }  // namespace
 
@@ -30,7 +26,7 @@ void conv_forward_cpu(float* y, const float* x, const float* k, const ConvShape&
   (void)x, (void)k;
   const std::int64_t n = std::int64_t{s.B} * s.M * s.H_out() * s.W_out();
   std::memset(y, 0, static_cast<std::size_t>(n) * sizeof(float));
-  y[0] = static_cast<float>(kTable[kTable.size() - 1]);
+  y[0] = static_cast<float>(kValue);
 }
 
 }  // namespace convlab::student
