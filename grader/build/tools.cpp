@@ -1,8 +1,10 @@
 // Running the build tools (cmake, ninja, nvcc, nm) in the sandbox.
+#include <pwd.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <sstream>
+#include <vector>
 
 #include "grader/build/build_detail.hpp"
 #include "reference/core/error.hpp"
@@ -68,8 +70,14 @@ std::vector<fs::path> team_build_visible_paths(const fs::path& framework_entry,
 
 void give_to_build_user(const fs::path& dir, std::uint32_t uid) {
   if (geteuid() != 0) return;
-  // The build user's group: nobody's (its group owns nothing of the grader's).
-  const gid_t gid = 65534;
+  // The build user's group: nobody's, as the sandbox gives it (it owns nothing of the grader's).
+  struct passwd pw;
+  struct passwd* found = nullptr;
+  std::vector<char> buf(16384);
+  if (getpwnam_r("nobody", &pw, buf.data(), buf.size(), &found) != 0 || found == nullptr) {
+    throw Error("no user 'nobody' on this machine: create it, the build runs as that user");
+  }
+  const gid_t gid = pw.pw_gid;
   const auto give = [&](const fs::path& p) {
     if (lchown(p.c_str(), uid, gid) != 0) {
       throw Error("cannot give " + p.string() + " to the build user: " +

@@ -24,7 +24,8 @@
 //     processes             how many processes /proc lists
 //     shm-create KEY BYTES  makes a SysV shared-memory segment (kept after exit); prints its id
 //     shm-find KEY          prints "found N bytes" or "no segment: ERROR"
-//     hog MIB               allocates and touches MIB MiB in 64 MiB steps, printing each step
+//     hog MIB [MS]          allocates and touches MIB MiB in 64 MiB steps, printing each step,
+//                           then holds it MS milliseconds
 //     fill-tmp MIB FILES    writes MIB MiB into $TMPDIR/big, then FILES empty files; prints
 //                           how far it got and why it stopped
 //     extra-fds             reads one line from each fd of $CONVLAB_EXTRA_FDS and prints it
@@ -340,6 +341,7 @@ int run(const std::vector<std::string>& a) {
       std::printf("%ld MiB\n", mib + 64);
       std::fflush(stdout);
     }
+    if (a.size() > 2) usleep(static_cast<useconds_t>(std::atol(a[2].c_str())) * 1000);  // held
     return 0;
   }
   if (mode == "fill-tmp") {

@@ -625,7 +625,7 @@ TEST_CASE("a run past its memory limit is killed as memory_limit, GPU runs inclu
     CHECK(r.features.memory_limit != convlab::grader::MemoryLimitKind::none);
   }
   // Under the limit: an ordinary run.
-  SandboxSpec small = probe({"hog", "128"});
+  SandboxSpec small = probe({"hog", "128", "400"});  // held past a poll
   small.limits.max_memory_bytes = 512u << 20;
   const SandboxResult ok = convlab::grader::run_sandboxed(small);
   INFO(show(ok));
