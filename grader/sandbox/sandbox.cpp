@@ -947,7 +947,8 @@ struct MemoryUse {
 };
 
 // Every descendant of `root` but `root` and `skip` (the supervisor and init are forks of the
-// grader: their pages are the grader's): their resident memory summed. The supervisor is a
+// grader: their pages are the grader's): their memory summed (each one's proportional set
+// size, so that pages several processes share count once). The supervisor is a
 // subreaper or the PID namespace's init reaps, so every process of the run stays below it.
 MemoryUse run_memory(pid_t root, pid_t skip) {
   std::map<pid_t, std::vector<pid_t>> children;
@@ -968,12 +969,23 @@ MemoryUse run_memory(pid_t root, pid_t skip) {
       todo.insert(todo.end(), it->second.begin(), it->second.end());
     }
     if (pid == root || pid == skip) continue;
-    std::ifstream statm("/proc/" + std::to_string(pid) + "/statm");
+    const std::string dir = "/proc/" + std::to_string(pid);
+    std::ifstream statm(dir + "/statm");
     std::uint64_t size = 0, resident = 0;
-    if (statm >> size >> resident) {
-      use.resident += resident * static_cast<std::uint64_t>(page);
-      use.largest_vm = std::max(use.largest_vm, size * static_cast<std::uint64_t>(page));
+    if (!(statm >> size >> resident)) continue;
+    use.largest_vm = std::max(use.largest_vm, size * static_cast<std::uint64_t>(page));
+    // The proportional share: pages a fork bomb's processes share count once, not per process.
+    std::uint64_t pss_kib = 0;
+    bool have_pss = false;
+    std::ifstream rollup(dir + "/smaps_rollup");
+    for (std::string line; std::getline(rollup, line);) {
+      if (line.rfind("Pss:", 0) == 0) {
+        pss_kib = std::strtoull(line.c_str() + 4, nullptr, 10);
+        have_pss = true;
+        break;
+      }
     }
+    use.resident += have_pss ? pss_kib * 1024 : resident * static_cast<std::uint64_t>(page);
   }
   return use;
 }

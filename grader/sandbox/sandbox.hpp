@@ -43,7 +43,8 @@ struct Limits {
   std::size_t max_channel_bytes = 256u << 20;  ///< result channel; killed beyond
   /// Memory of the whole run (every process; 0: none): cgroup v2 memory.max (swap 0) where the
   /// grader can make a child cgroup, else RLIMIT_AS per process (not with uses_gpu) and the
-  /// supervisor polling the run's resident memory. Passing it ends the run (memory_limit).
+  /// grader polling the run's memory (proportional set sizes, every 100 ms). Passing it ends
+  /// the run (memory_limit).
   std::uint64_t max_memory_bytes = 4ull << 30;
   std::uint64_t tmp_bytes = 512u << 20;  ///< size of the private tmpfs (HOME, TMPDIR)
   std::uint64_t tmp_inodes = 65536;      ///< files and folders the private tmpfs may hold
@@ -177,7 +178,8 @@ struct SandboxResult {
   SandboxFeatures features;        ///< the isolation it actually got
   Limits limits;                   ///< the limits it ran under (describe() names them)
   std::filesystem::path private_dir;  ///< removed after the run unless keep_private_dir
-  /// The most resident memory the run's processes held together, as polled (every 100 ms).
+  /// The most memory the run's processes held together (proportional set sizes), as polled
+  /// every 100 ms.
   std::uint64_t peak_resident_bytes = 0;
 
   /// One readable line: "exited with code 3", "killed by SIGSEGV (segmentation fault: an
