@@ -398,6 +398,27 @@ TEST_CASE(
   CHECK(run.features.memory_limit != grader::MemoryLimitKind::none);
 }
 
+TEST_CASE("the CUDA compiler works as the build user in the team's view") {
+  const fs::path nvcc = "/usr/local/cuda/bin/nvcc";
+  if (!fs::exists(nvcc)) test::skip("no CUDA toolkit at /usr/local/cuda: nothing to check");
+  test::TempDir dir;
+  const fs::path work = dir.path() / "work";
+  fs::create_directories(work);
+  std::ofstream(work / "k.cu") << "__global__ void k(float* y) { y[threadIdx.x] = 1.0f; }\n"
+                                  "void launch(float* y) { k<<<1, 32>>>(y); }\n";
+  detail::TeamBuild team;
+  team.uid = grader::sandbox_uid(work.string());
+  team.visible = detail::team_build_visible_paths(dir.path() / "no-cache", {});
+  detail::give_to_build_user(work, team.uid);
+  const auto run =
+      detail::run_tool({nvcc.string(), "-c", "k.cu", "-o", "k.o"}, work, work, 300.0, {}, &team);
+  CAPTURE(run.stdout_text);
+  CAPTURE(run.describe());
+  CHECK(run.outcome == grader::Outcome::exited);
+  CHECK(run.exit_code == 0);
+  CHECK(fs::exists(work / "k.o"));
+}
+
 // ---- Real builds --------------------------------------------------------------------------------
 
 TEST_CASE("build: the pristine stubs build; the next submission reuses the cached framework") {
