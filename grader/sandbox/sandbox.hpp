@@ -54,8 +54,8 @@ struct Limits {
 enum class MemoryLimitKind {
   none,           ///< no limit (Limits::max_memory_bytes == 0)
   cgroup,         ///< a cgroup v2 child: memory.max, memory.swap.max = 0, pids.max
-  address_space,  ///< RLIMIT_AS per process, and the run's resident memory polled
-  rss_poll,       ///< the run's resident memory polled (GPU runs: CUDA reserves huge ranges)
+  address_space,  ///< the run's memory polled, and RLIMIT_AS (twice the limit) per process
+  rss_poll,       ///< the run's memory polled only (GPU runs: CUDA reserves huge ranges)
 };
 
 /// "cgroup", "address_space", "rss_poll" or "none".
@@ -132,7 +132,7 @@ struct SandboxSpec {
   /// fallback; debugging).
   bool use_namespaces = true;
   /// The command uses the GPU: no RLIMIT_AS (the CUDA runtime reserves terabytes of address
-  /// space); the memory limit is the cgroup's or the polled resident memory.
+  /// space); the memory limit is the cgroup's or the polled memory.
   bool uses_gpu = false;
   /// The allow-list view (where a mount namespace is available): the run's root is a fresh
   /// tmpfs holding only read-only binds of the system folders (kViewSystemPaths), these paths
