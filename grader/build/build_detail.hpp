@@ -48,12 +48,35 @@ std::optional<std::string> read_regular_file(const std::filesystem::path& path,
 /// and TMPDIR set to `home`.
 std::map<std::string, std::string> tool_environment(const std::filesystem::path& home);
 
-/// Runs a trusted build tool (cmake, ninja, nm) in the sandbox as the grader's own user, with
-/// `writable` the only folder it may write to; its stdout and stderr are joined in the result's
-/// stdout_text.
+/// How a step of a team's build runs: as an unprivileged user (one id for every step of the
+/// build, so that they share the build folder), with a memory limit, in the sandbox's
+/// allow-list view that shows the system folders, the build folder and `visible` only.
+struct TeamBuild {
+  std::vector<std::filesystem::path> visible;  ///< the framework's cache entry, the toolkits
+  std::uint32_t uid = 0;                       ///< sandbox_uid(the work folder)
+  std::uint64_t max_memory_bytes = 4ull << 30;
+};
+
+/// Folders a team's build must read besides the system folders: the cached framework entry,
+/// the compilers' include folders, and the toolkits the grader's environment names (CC, CXX,
+/// CUDACXX, CUDAToolkit_ROOT, CUDA_PATH, CUDA_HOME, CUDNN_ROOT, CMAKE_PREFIX_PATH) outside
+/// /usr.
+std::vector<std::filesystem::path> team_build_visible_paths(
+    const std::filesystem::path& framework_entry,
+    const std::vector<std::filesystem::path>& include_dirs);
+
+/// Makes `dir` (recursively) owned by the user a team build runs as, so that it can write
+/// there; nothing when the grader is not root (the build then runs as the grader's user).
+void give_to_build_user(const std::filesystem::path& dir, std::uint32_t uid);
+
+/// Runs a build tool (cmake, ninja, nm) in the sandbox with `writable` the only folder it may
+/// write to; its stdout and stderr are joined in the result's stdout_text. Without `team` it is
+/// the framework's own build (trusted: no team file) and keeps the grader's user; with it, see
+/// TeamBuild.
 SandboxResult run_tool(const std::vector<std::string>& argv, const std::filesystem::path& workdir,
                        const std::filesystem::path& writable, double wall_s,
-                       const std::vector<std::filesystem::path>& hide_paths = {});
+                       const std::vector<std::filesystem::path>& hide_paths = {},
+                       const TeamBuild* team = nullptr);
 
 // ---- The cached framework -----------------------------------------------------------------------
 

@@ -235,6 +235,12 @@ BuildResult build_submission(const BuildRequest& given, const BuildProgressFn& p
       {build.string() + "/", ""},
       {fw->build.string() + "/", "<framework>/"}};
 
+  // Every step that reads the team's files runs as one unprivileged user, who owns the work
+  // folder and sees only it, the framework's cache entry and the system and toolkit folders.
+  TeamBuild team_build;
+  team_build.uid = sandbox_uid(request.work_dir.string());
+  team_build.visible = team_build_visible_paths(fw->dir, fw->system_include_dirs);
+
   say("compiling the team's files");
   std::vector<std::string> configure = {
       "cmake",
@@ -252,7 +258,9 @@ BuildResult build_submission(const BuildRequest& given, const BuildProgressFn& p
   for (std::string& option : seed_compiler_checks(fw->project_template, build)) {
     configure.push_back(std::move(option));
   }
-  SandboxResult run = run_tool(configure, request.work_dir, request.work_dir, left(), hide);
+  give_to_build_user(request.work_dir, team_build.uid);  // the seeded checks included
+  SandboxResult run =
+      run_tool(configure, request.work_dir, request.work_dir, left(), hide, &team_build);
   if (run.outcome == Outcome::timed_out) {
     result.log = "the build passed its time limit of " + seconds_text(request.time_limit_s) +
                  " while configuring";
@@ -272,7 +280,7 @@ BuildResult build_submission(const BuildRequest& given, const BuildProgressFn& p
     build_argv.insert(build_argv.end(), {"--parallel", std::to_string(request.jobs)});
   build_argv.insert(build_argv.end(), {"--", "-k", "0"});  // every error of every file
   const SandboxResult compile =
-      run_tool(build_argv, request.work_dir, request.work_dir, left(), hide);
+      run_tool(build_argv, request.work_dir, request.work_dir, left(), hide, &team_build);
   const std::string& output = compile.stdout_text;
 
   // 5. What the team's objects read and call.
@@ -285,8 +293,8 @@ BuildResult build_submission(const BuildRequest& given, const BuildProgressFn& p
   }
   std::string make_program = cache_entry(build / "CMakeCache.txt", "CMAKE_MAKE_PROGRAM");
   if (make_program.empty()) make_program = "ninja";
-  const SandboxResult deps =
-      run_tool({make_program, "-C", build.string(), "-t", "deps"}, build, request.work_dir, 120.0);
+  const SandboxResult deps = run_tool({make_program, "-C", build.string(), "-t", "deps"}, build,
+                                      request.work_dir, 120.0, hide, &team_build);
   // Checks that could not run are the grader's problem, never a pass.
   std::string check_error;
   if (!ran_ok(deps)) check_error += "ninja -t deps: " + deps.describe() + "\n";
@@ -315,7 +323,7 @@ BuildResult build_submission(const BuildRequest& given, const BuildProgressFn& p
   if (!harness_objects.empty()) {
     std::vector<std::string> argv = {"nm", "-P", "--defined-only"};
     argv.insert(argv.end(), harness_objects.begin(), harness_objects.end());
-    const SandboxResult nm = run_tool(argv, build, request.work_dir, 120.0);
+    const SandboxResult nm = run_tool(argv, build, request.work_dir, 120.0, hide, &team_build);
     if (!ran_ok(nm)) check_error += "nm: " + nm.describe() + "\n" + nm.stdout_text;
     for (const NmSymbol& s : parse_nm(nm.stdout_text)) {
       bool strong = false;
@@ -324,7 +332,8 @@ BuildResult build_submission(const BuildRequest& given, const BuildProgressFn& p
   }
   std::vector<std::string> symbols;
   for (const auto& [object, source] : object_to_source) {
-    const SandboxResult nm = run_tool({"nm", "-P", object}, build, request.work_dir, 120.0);
+    const SandboxResult nm =
+        run_tool({"nm", "-P", object}, build, request.work_dir, 120.0, hide, &team_build);
     if (!ran_ok(nm)) {
       check_error += "nm: " + nm.describe() + "\n" + nm.stdout_text;
       continue;
@@ -349,6 +358,13 @@ BuildResult build_submission(const BuildRequest& given, const BuildProgressFn& p
                  "instantiations)\n" +
                  result.log;
     return finish("timeout");
+  }
+  if (compile.outcome == Outcome::memory_limit) {
+    result.log = "the build " + compile.describe() +
+                 ": make your code cheaper to compile (smaller constant expressions, fewer "
+                 "template or unrolled instantiations)\n" +
+                 result.log;
+    return finish("build_failed");
   }
   if (compile.outcome == Outcome::output_limit) {
     result.log = "the compiler's output passed its limit: fix the first errors\n" + result.log;

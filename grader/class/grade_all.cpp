@@ -16,6 +16,7 @@
 #include "grader/class/child_process.hpp"
 #include "grader/class/grade_all_detail.hpp"
 #include "reference/core/error.hpp"
+#include "reference/core/text.hpp"
 #include "reference/driver/milestone.hpp"
 
 namespace convlab::grader {
@@ -68,6 +69,7 @@ std::vector<std::string> grade_argv(const GradeAllOptions& o, const TeamOutcome&
   if (o.runs) add("--runs", std::to_string(*o.runs));
   if (o.cache) add("--cache", o.cache->string());
   for (const std::string& glob : o.only) add("--only", glob);
+  if (o.allow_degraded) argv.emplace_back("--allow-degraded");
   for (const fs::path& other : class_folders) {
     if (other == t.submission) continue;
     add("--hide", other.string());
@@ -131,7 +133,9 @@ std::vector<TeamOutcome> earlier_rows(const fs::path& out, const std::string& mi
     }
     for (const json& row : s.at("teams")) {
       TeamOutcome t = team_from_json(row);
-      auto is_team = [&](const fs::path& f) { return f.filename() == t.team; };
+      auto is_team = [&](const fs::path& f) {
+        return strip_control_chars(f.filename().string()) == t.team;
+      };
       if (std::none_of(class_folders.begin(), class_folders.end(), is_team) ||
           std::any_of(graded_now.begin(), graded_now.end(), is_team)) {
         continue;
@@ -379,9 +383,10 @@ detail::ClassPlan detail::plan_class(const GradeAllOptions& options) {
 
 TeamOutcome detail::new_outcome(const fs::path& folder, const fs::path& out) {
   TeamOutcome t;
-  t.team = folder.filename().string();
+  // Printed and stored without control characters; its folders keep their own names.
+  t.team = strip_control_chars(folder.filename().string());
   t.submission = folder;
-  t.out = out / t.team;
+  t.out = out / folder.filename();
   return t;
 }
 

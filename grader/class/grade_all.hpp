@@ -30,6 +30,7 @@ struct GradeAllOptions {
   /// Only the checks whose id matches one of these globs (`convlab grade --only`): a partial
   /// grade, for trying a setup quickly; it never ranks.
   std::vector<std::string> only;
+  bool allow_degraded = false;                    ///< passed on: grade without full isolation
   /// Graders at once for CPU milestones; 0: half the cores, at least 1. GPU milestones are
   /// graded one per GPU at a time (`gpus`) so that timings do not disturb each other.
   int jobs = 0;

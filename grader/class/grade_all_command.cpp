@@ -41,6 +41,7 @@ struct GradeAllArgs {
   std::vector<std::string> sbatch_options;
   int slurm_task = -1;
   double slurm_poll_s = 5.0;
+  bool allow_degraded = false;
 };
 
 std::string clock_text(double s) {
@@ -204,6 +205,7 @@ int run_grade_all(const GradeAllArgs& a, const CLI::App& cmd) {
   if (!a.cache.empty()) o.cache = fs::absolute(a.cache);
   o.teams = a.teams;
   o.only = a.only;
+  o.allow_degraded = a.allow_degraded;
   o.jobs = a.jobs;
   o.team_timeout_s = a.team_timeout_s;
   if (!a.grader.empty()) o.grader = fs::absolute(a.grader);
@@ -318,6 +320,8 @@ void add_grade_all_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--only", a->only,
                   "Run only the checks whose id matches this glob (repeatable, as convlab grade "
                   "--only): a partial grade, to try a setup quickly; it never ranks");
+  cmd->add_flag("--allow-degraded", a->allow_degraded,
+                "Passed on: grade even where this machine lacks an isolation feature");
   cmd->add_option("--team-timeout", a->team_timeout_s,
                   "Seconds one team's whole grade may take before it is killed (default 7200)")
       ->check(CLI::PositiveNumber);

@@ -7,6 +7,7 @@
 #include "grader/class/report_reader.hpp"
 #include "grader/db/results_db.hpp"
 #include "reference/core/error.hpp"
+#include "reference/core/text.hpp"
 
 namespace convlab::grader {
 
@@ -88,7 +89,8 @@ IngestSummary ingest_reports(const fs::path& out, const fs::path& db_file,
       f.reason = std::string("not a grade report: ") + e.what();
       continue;
     }
-    if (r.team != f.team) {
+    // A grade stores the folder's name without its control characters.
+    if (r.team != strip_control_chars(f.team)) {
       f.reason = "report.json names team '" + r.team + "', not the folder's '" + f.team + "'";
       continue;
     }

@@ -28,6 +28,7 @@
 #include "grader/sandbox/sandbox.hpp"
 #include "grader/worker/protocol.hpp"
 #include "reference/core/error.hpp"
+#include "reference/core/text.hpp"
 #include "reference/driver/format.hpp"
 #include "reference/driver/milestone.hpp"
 #include "reference/model/model.hpp"
@@ -364,6 +365,7 @@ class Grading {
   std::map<std::string, std::pair<WorkerOutcome, std::optional<Failure>>> timed_runs_;
   std::optional<SandboxResult> last_run_;
   std::optional<Limits> last_limits_;
+  TempDirLock work_lock_;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -382,7 +384,8 @@ void Grading::validate_and_prepare() {
   }
   const fs::path submission = fs::canonical(opt_.submission);
   result_.submission = submission.string();
-  result_.team = opt_.team.empty() ? submission.filename().string() : opt_.team;
+  result_.team =
+      strip_control_chars(opt_.team.empty() ? submission.filename().string() : opt_.team);
   if (result_.team.empty()) throw Error("cannot tell the team's name: pass --team NAME");
   result_.milestone = opt_.milestone;
   if (opt_.runs && (*opt_.runs < 1 || *opt_.runs > 100)) {
@@ -444,11 +447,15 @@ void Grading::validate_and_prepare() {
   }
   cache_ = opt_.cache.value_or(default_cache_dir());
 
+  // Fails closed: refuses (unless --allow-degraded) where isolation is missing.
+  result_.degraded_features = require_isolation(opt_.allow_degraded);
+  result_.allow_degraded = opt_.allow_degraded;
   std::string pattern = (fs::temp_directory_path() / "convlab-grade-XXXXXX").string();
   if (::mkdtemp(pattern.data()) == nullptr) {
     throw Error("cannot create a work folder in " + fs::temp_directory_path().string());
   }
   work_ = pattern;
+  work_lock_ = TempDirLock(work_);  // a grader killed with SIGKILL leaves it to the sweeper
   remove_work_ = !opt_.keep_work;
 
   result_.seed = opt_.seed.value_or([] {
@@ -496,6 +503,10 @@ void Grading::build() {
   req.cache_dir = cache_;
   req.cuda = cuda_build_;
   req.hide_paths = hide_;
+  req.time_limit_s = 0.0;  // the milestones' own limit (checks.json time_limit_s), not 600 s
+  for (const MilestoneSpec& s : specs_) {
+    req.time_limit_s = std::max(req.time_limit_s, s.milestone.time_limit_s);
+  }
   try {
     build_ = build_submission(req, [&](const std::string& line) { say("  " + line); });
   } catch (const Error&) {
@@ -659,6 +670,9 @@ WorkerOutcome Grading::run_worker(const std::string& log_id,
   team.limits.cpu_s = std::max(600.0, wall_s * cores);
   team.limits.max_processes = std::max(256, static_cast<int>(4 * cores));
   team.keep_private_dir = opt_.keep_work;
+  // GPU runs keep the whole (read-only) file system: the driver's files are not listed.
+  team.uses_gpu = cuda_build_;
+  if (!cuda_build_) team.visible_paths = std::vector<fs::path>{};
   team.pass_fd = ends[1];
   // The referee: trusted code from the framework build, outside the team's namespaces. It
   // outlives the team's limit, so that it can report a team that was killed.
@@ -672,6 +686,8 @@ WorkerOutcome Grading::run_worker(const std::string& log_id,
   referee.limits.cpu_s = 0;
   referee.limits.max_processes = 0;
   referee.limits.max_file_bytes = 0;
+  referee.limits.max_memory_bytes = 0;  // trusted; it holds the whole test set's tensors
+  referee.uses_gpu = cuda_build_;
   referee.pass_fd = ends[0];
 
   WorkerOutcome w;
@@ -803,6 +819,12 @@ std::optional<Failure> Grading::failure_of(const WorkerOutcome& w, const Planned
                                    ". Remove the printing from your convolution (a printf in a "
                                    "kernel runs once per thread).",
                                true)};
+    case Outcome::memory_limit:
+      return Failure{"memory_limit",
+                     with_tail("The run " + r.describe() + ". Run `" + cmd +
+                                   "` under /usr/bin/time -v and look at its maximum resident "
+                                   "size: allocate only what the convolution needs.",
+                               false)};
     case Outcome::signaled:
       return Failure{"crash",
                      with_tail("The run was " + r.describe() + ". " + debug_advice(p), false)};
@@ -1351,6 +1373,10 @@ void Grading::finish() {
                          {"user_namespace", features.user_namespace},
                          {"read_only_root", features.read_only_root},
                          {"dropped_privileges", features.dropped_privileges},
+                         {"ipc_namespace", features.ipc_namespace},
+                         {"private_tmpfs", features.private_tmpfs},
+                         {"allow_list_view", features.allow_list_view},
+                         {"memory_limit", memory_limit_name(features.memory_limit)},
                          {"user", features.user}};
   if (last_limits_) {
     sandbox["limits"] = {{"wall_s", last_limits_->wall_s},
@@ -1358,7 +1384,10 @@ void Grading::finish() {
                          {"max_processes", last_limits_->max_processes},
                          {"max_file_bytes", last_limits_->max_file_bytes},
                          {"max_output_bytes", last_limits_->max_output_bytes},
-                         {"max_channel_bytes", last_limits_->max_channel_bytes}};
+                         {"max_channel_bytes", last_limits_->max_channel_bytes},
+                         {"max_memory_bytes", last_limits_->max_memory_bytes},
+                         {"tmp_bytes", last_limits_->tmp_bytes},
+                         {"tmp_inodes", last_limits_->tmp_inodes}};
   }
   std::vector<std::string> hidden;
   for (const fs::path& h : hide_) hidden.push_back(h.string());

@@ -31,6 +31,9 @@ struct GradeOptions {
   /// $XDG_CACHE_HOME/convlab, else ~/.cache/convlab).
   std::optional<std::filesystem::path> cache;
   bool keep_work = false;  ///< keep the build folder and sandbox folders
+  /// Grade even where an isolation feature is missing (recorded in the report); without it
+  /// the grade refuses to start and says which feature is missing and how to get it.
+  bool allow_degraded = false;
   /// Run only the checks whose id matches one of these globs (fnmatch, `*` crosses `/`);
   /// files, build and symbols always run. Empty: every check. A glob that matches no check
   /// is bad input.

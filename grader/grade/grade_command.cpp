@@ -58,6 +58,9 @@ void add_grade_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--only", a->options.only,
                   "run only checks whose id matches this glob (repeatable; files, build and "
                   "symbols always run; the grade is then partial)");
+  cmd->add_flag("--allow-degraded", a->options.allow_degraded,
+                "grade even where this machine lacks an isolation feature (namespaces, an "
+                "unprivileged user, a memory limit...); report.json records which");
   cmd->add_flag("--keep-work", a->options.keep_work,
                 "keep the build folder and each check's sandbox folder");
   cmd->add_flag("--json", a->json,

@@ -39,6 +39,7 @@ inline const char* status_name(CheckStatus s) {
 /// | crash | killed by a signal (segmentation fault, abort, CPU-time limit...) |
 /// | cuda_error | a CUDA call or kernel of the team's code failed |
 /// | output_limit | the run printed more than its output limit |
+/// | memory_limit | the run passed its memory limit (every process was killed) |
 /// | not_implemented | the stub is still there |
 /// | error | the team's code threw (or the harness refused its input) |
 /// | exit_code | the process ended with a non-zero code before reporting |
@@ -112,6 +113,9 @@ struct GradeResult {
   std::vector<std::string> flags;
   MachineInfo machine;              ///< where it ran
   std::string sandbox_json;         ///< the SandboxFeatures and limits, as a JSON object
+  /// Graded with --allow-degraded, and the isolation features this machine lacked then.
+  bool allow_degraded = false;
+  std::vector<std::string> degraded_features;
   std::vector<CheckResult> checks;  ///< in the order they ran: files, build, symbols, the rest
 
   /// Only checks matching these globs ran (`--only`; files, build and symbols always run).

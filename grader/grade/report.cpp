@@ -107,6 +107,8 @@ std::string report_json(const GradeResult& r) {
                          {"cpu_name", r.machine.cpu_name},
                          {"hostname", r.machine.hostname}}},
                        {"sandbox", embedded(r.sandbox_json)},
+                       {"allow_degraded", r.allow_degraded},
+                       {"degraded_features", r.degraded_features},
                        {"checks", checks}};
   return report.dump(2);
 }

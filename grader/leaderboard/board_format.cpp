@@ -1,4 +1,5 @@
 #include "grader/leaderboard/board_format.hpp"
+#include "reference/core/text.hpp"
 
 #include <cstdio>
 
@@ -76,21 +77,7 @@ std::size_t utf8_length(const std::string& s, std::size_t i) {
 }  // namespace
 
 std::string printable(const std::string& text) {
-  std::string out;
-  for (std::size_t i = 0; i < text.size();) {
-    const std::size_t n = utf8_length(text, i);
-    const auto c = static_cast<unsigned char>(text[i]);
-    // C0 controls, DEL and C1 controls (U+0080-U+009F, encoded C2 80-C2 9F) drive terminals.
-    const bool c1 = n == 2 && c == 0xc2 && static_cast<unsigned char>(text[i + 1]) < 0xa0;
-    if (n == 0 || (n == 1 && (c < 0x20 || c == 0x7f)) || c1) {
-      out += '?';
-      i += n == 0 ? 1 : n;
-    } else {
-      out.append(text, i, n);
-      i += n;
-    }
-  }
-  return out;
+  return strip_control_chars(text);
 }
 
 std::size_t width(const std::string& text) {

@@ -22,8 +22,8 @@ std::string rule_sentence(const RankingRule& rule);
 std::string ranked_what(const Leaderboard& board);
 /// The GPU every row was timed on, or "" when rows differ or name none.
 std::string common_gpu(const Leaderboard& board);
-/// Replaces control characters and invalid UTF-8 with '?' so a name cannot drive a
-/// terminal; keeps valid UTF-8 letters.
+/// The text without control characters, escape sequences and invalid UTF-8
+/// (strip_control_chars), so a name cannot drive a terminal; keeps valid UTF-8 letters.
 std::string printable(const std::string& text);
 /// Number of code points in valid UTF-8 `text` (display width for most names).
 std::size_t width(const std::string& text);

@@ -9,6 +9,7 @@
 
 #include "grader/leaderboard/leaderboard.hpp"
 #include "reference/core/error.hpp"
+#include "reference/core/text.hpp"
 
 namespace convlab::grader {
 
@@ -210,6 +211,8 @@ Leaderboard rank_teams(const std::string& milestone, std::vector<TeamBest> teams
       row.best.flags.clear();
       row.best.run_id = 0;
     }
+    // Names from older grades or other tools may hold terminal controls: never printed.
+    row.best.team = strip_control_chars(row.best.team);
     row.team = row.best.team;
     board.rows.push_back(std::move(row));
   }

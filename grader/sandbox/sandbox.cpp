@@ -4,8 +4,9 @@
 //
 // Process tree:
 //   grader
-//    └─ supervisor: new session; unshares the user (when not root), network, mount and PID
-//       namespaces; mounts; reports features and pids on the control pipe
+//    └─ supervisor: new session; joins the run's cgroup (where there is one); unshares the
+//       user (when not root), network, IPC, mount and PID namespaces; mounts (the private
+//       tmpfs, the allow-list view); reports features and pids on the control pipe
 //        └─ init (PID 1 of the new PID namespace; only when there is one): mounts /proc,
 //           reaps, forwards the command's wait status, exits with it gone so that the kernel
 //           kills every other process of the namespace
@@ -21,6 +22,7 @@
 #include <poll.h>
 #include <pwd.h>
 #include <sched.h>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -43,6 +45,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <system_error>
@@ -78,6 +81,9 @@ enum FeatureBit : std::int32_t {
   kPid = 4,
   kUser = 8,
   kReadOnlyRoot = 16,
+  kIpc = 32,
+  kTmpfs = 64,
+  kView = 128,
 };
 
 enum Step : std::int64_t {
@@ -91,6 +97,16 @@ enum Step : std::int64_t {
   step_chdir,
   step_exec,
   step_writable,
+  step_view,
+  step_cgroup,
+};
+
+// One mount of the allow-list view, prepared in the grader.
+struct ViewMount {
+  enum Kind { bind_dir, bind_file, symlink, hide_file } kind = bind_dir;
+  const char* source = nullptr;  // the real path (bind), the link's text (symlink)
+  const char* target = nullptr;  // inside the new root (view_root + path)
+  bool writable = false;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -111,6 +127,26 @@ struct ChildPlan {
 
   std::vector<const char*> hide_dirs, hide_files, writable;
   const char* shm_options = nullptr;  // tmpfs options for a fresh /dev/shm
+  std::int32_t disabled = 0;          // feature bits not to use ($CONVLAB_SANDBOX_DISABLE)
+  const char* shmall = nullptr;       // the run's IPC namespace: kernel.shmall (pages)
+
+  // The private directory as a tmpfs: its inputs (top-level names) are bound back into it.
+  const char* private_dir = nullptr;
+  const char* tmp_options = nullptr;  // nullptr: no tmpfs (keep_private_dir)
+  std::vector<const char*> input_names;
+
+  // The allow-list view: a tmpfs mounted on view_root becomes the root.
+  bool view = false;
+  const char* view_root = nullptr;
+  const char* view_private = nullptr;  // the private directory inside the new root
+  std::vector<const char*> view_dirs;  // folders made in the new root, parents first
+  std::vector<ViewMount> view_mounts;  // in order (parents first)
+
+  const char* cgroup_procs = nullptr;  // the run's cgroup.procs (the supervisor joins it)
+  bool set_as = false;
+  rlim_t as = 0;
+  int extra[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
+  int n_extra = 0;
 
   bool drop = false;
   uid_t uid = 0;
@@ -119,7 +155,6 @@ struct ChildPlan {
   rlim_t cpu_soft = 0, cpu_hard = 0, nproc = 0, fsize = 0;
 
   int devnull = -1, out_w = -1, err_w = -1, chan_w = -1, ctl_w = -1;
-  int pass_fd = -1;  // SandboxSpec::pass_fd, or -1
 };
 
 // ---- Async-signal-safe helpers (used after fork) ---------------------------------------------
@@ -204,8 +239,113 @@ int set_mount_read_only(const char* path, bool read_only, bool recursive) {
 #endif
 }
 
-// In the supervisor, after unshare(CLONE_NEWNS). Returns feature bits (kMnt, kReadOnlyRoot);
-// reports a fatal error (a path that must be writable cannot be made so) through ctl.
+// mkdir that accepts a folder already there.
+bool make_dir(const char* path, mode_t mode) {
+  return mkdir(path, mode) == 0 || errno == EEXIST;
+}
+
+bool bind(const char* source, const char* target, bool writable, bool recursive) {
+  if (mount(source, target, nullptr, MS_BIND | (recursive ? MS_REC : 0), nullptr) != 0) {
+    return false;
+  }
+  if (set_mount_read_only(target, !writable, recursive) == 0) return true;
+  if (writable) return errno == ENOSYS;  // a fresh bind of a writable path stays writable
+  // No mount_setattr: the old way, one mount at a time.
+  return mount(nullptr, target, nullptr, MS_BIND | MS_REMOUNT | MS_RDONLY, nullptr) == 0;
+}
+
+// `path` (the private directory, or its place in the view) becomes a tmpfs of limited size,
+// owned by the run's user, with the inputs bound back from `original` (an O_PATH fd of the
+// folder the grader filled). Returns false when the tmpfs could not be mounted.
+bool mount_private_tmpfs(const ChildPlan& p, const char* path, int original) {
+  if (p.tmp_options == nullptr || original < 0) return false;
+  if (mount("convlab-tmp", path, "tmpfs", MS_NOSUID | MS_NODEV, p.tmp_options) != 0) return false;
+  char source[4200], target[4200];
+  for (const char* name : p.input_names) {
+    // /proc/self/fd/N/NAME: the input under the tmpfs, reached through the fd.
+    int len = 0;
+    for (const char* c = "/proc/self/fd/"; *c != '\0';) source[len++] = *c++;
+    char digits[12];
+    int n_digits = 0;
+    for (int fd = original; n_digits == 0 || fd > 0; fd /= 10) digits[n_digits++] = '0' + fd % 10;
+    while (n_digits > 0) source[len++] = digits[--n_digits];
+    source[len++] = '/';
+    for (const char* c = name; *c != '\0' && len < 4190;) source[len++] = *c++;
+    source[len] = '\0';
+    len = 0;
+    for (const char* c = path; *c != '\0' && len < 4000;) target[len++] = *c++;
+    target[len++] = '/';
+    for (const char* c = name; *c != '\0' && len < 4190;) target[len++] = *c++;
+    target[len] = '\0';
+    struct stat st;
+    if (stat(source, &st) != 0) continue;
+    if (S_ISDIR(st.st_mode)) {
+      make_dir(target, 0700);
+    } else {
+      const int fd = open(target, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+      if (fd >= 0) close(fd);
+    }
+    if (mount(source, target, nullptr, MS_BIND | MS_REC, nullptr) != 0) return false;
+  }
+  return true;
+}
+
+// The allow-list view: a tmpfs on view_root, made the root with only what the plan names.
+// Returns false (the caller then stops: a half-made view must not run) on any failure.
+bool setup_view(const ChildPlan& p, int original) {
+  if (mount("convlab-root", p.view_root, "tmpfs", MS_NOSUID | MS_NODEV,
+            "size=1m,nr_inodes=4096,mode=0755") != 0) {
+    return false;
+  }
+  for (const char* dir : p.view_dirs) {
+    if (!make_dir(dir, 0755)) return false;
+  }
+  for (const ViewMount& m : p.view_mounts) {
+    switch (m.kind) {
+      case ViewMount::symlink:
+        if (::symlink(m.source, m.target) != 0 && errno != EEXIST) return false;
+        break;
+      case ViewMount::bind_dir:
+        if (!make_dir(m.target, 0755) || !bind(m.source, m.target, m.writable, true)) return false;
+        break;
+      case ViewMount::bind_file:
+      case ViewMount::hide_file: {
+        const int fd = open(m.target, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+        if (fd >= 0) close(fd);
+        if (!bind(m.kind == ViewMount::hide_file ? "/dev/null" : m.source, m.target, m.writable,
+                  false)) {
+          return false;
+        }
+        break;
+      }
+    }
+  }
+  if (!make_dir(p.view_private, 0700)) return false;
+  if (mount_private_tmpfs(p, p.view_private, original) == false && p.tmp_options != nullptr) {
+    return false;
+  }
+  if (p.tmp_options == nullptr) {
+    char source[64] = "/proc/self/fd/";
+    int len = 14;
+    char digits[12];
+    int n_digits = 0;
+    for (int fd = original; n_digits == 0 || fd > 0; fd /= 10) digits[n_digits++] = '0' + fd % 10;
+    while (n_digits > 0) source[len++] = digits[--n_digits];
+    source[len] = '\0';
+    if (!bind(source, p.view_private, true, true)) return false;
+  }
+  if (chdir(p.view_root) != 0) return false;
+  // pivot_root(".", "."): the old root ends up under the new one, then is detached.
+  if (syscall(SYS_pivot_root, ".", ".") != 0) return false;
+  if (umount2(".", MNT_DETACH) != 0) return false;
+  if (chdir("/") != 0) return false;
+  set_mount_read_only("/", true, false);
+  return true;
+}
+
+// In the supervisor, after unshare(CLONE_NEWNS). Returns feature bits (kMnt, kReadOnlyRoot,
+// kTmpfs, kView); reports a fatal error (a path that must be writable cannot be made so, a
+// view that cannot be made) through ctl.
 std::int32_t setup_mounts(const ChildPlan& p, int ctl) {
   // Nothing done here may reach the grader's mount namespace.
   if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return 0;
@@ -219,18 +359,33 @@ std::int32_t setup_mounts(const ChildPlan& p, int ctl) {
   for (const char* file : p.hide_files) {
     if (mount("/dev/null", file, nullptr, MS_BIND, nullptr) != 0) bits &= ~kMnt;
   }
-  // Everything read-only, then the private directory, the working directory and the
-  // writable paths bound back read-write.
-  if (set_mount_read_only("/", true, true) == 0) {
-    bits |= kReadOnlyRoot;
-    for (const char* path : p.writable) {
-      if (mount(path, path, nullptr, MS_BIND, nullptr) != 0 ||
-          set_mount_read_only(path, false, false) != 0) {
-        send_record(ctl, kSetupError, errno, step_writable);
-        _exit(127);
+  // The folder the grader filled, before anything is mounted over it.
+  const int original =
+      p.private_dir != nullptr ? open(p.private_dir, O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
+  if (p.view) {
+    // Half a view must not run: any failure ends the run before the command starts.
+    if (!setup_view(p, original)) {
+      send_record(ctl, kSetupError, errno, step_view);
+      _exit(127);
+    }
+    bits |= kView | kReadOnlyRoot;
+    if (p.tmp_options != nullptr) bits |= kTmpfs;
+  } else {
+    // Everything read-only, then the private directory, the working directory and the
+    // writable paths bound back read-write.
+    if (set_mount_read_only("/", true, true) == 0) {
+      bits |= kReadOnlyRoot;
+      for (const char* path : p.writable) {
+        if (mount(path, path, nullptr, MS_BIND, nullptr) != 0 ||
+            set_mount_read_only(path, false, false) != 0) {
+          send_record(ctl, kSetupError, errno, step_writable);
+          _exit(127);
+        }
       }
     }
+    if (mount_private_tmpfs(p, p.private_dir, original)) bits |= kTmpfs;
   }
+  if (original >= 0) close(original);
   if (p.shm_options != nullptr) {
     mount("convlab-shm", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, p.shm_options);
   }
@@ -249,9 +404,15 @@ std::int32_t setup_namespaces(const ChildPlan& p, int ctl) {
       bits |= kUser;
     }
   }
-  if (unshare(CLONE_NEWNET) == 0) bits |= kNet;
-  if (unshare(CLONE_NEWNS) == 0) bits |= setup_mounts(p, ctl);
-  if (unshare(CLONE_NEWPID) == 0) bits |= kPid;
+  if ((p.disabled & kNet) == 0 && unshare(CLONE_NEWNET) == 0) bits |= kNet;
+  if ((p.disabled & kIpc) == 0 && unshare(CLONE_NEWIPC) == 0) {
+    bits |= kIpc;
+    // The namespace's own SysV limits (its sysctls; /proc/sys may be read-only: then the
+    // defaults, and the memory limit and the namespace's end bound it).
+    if (p.shmall != nullptr) write_file("/proc/sys/kernel/shmall", p.shmall);
+  }
+  if ((p.disabled & kMnt) == 0 && unshare(CLONE_NEWNS) == 0) bits |= setup_mounts(p, ctl);
+  if ((p.disabled & kPid) == 0 && unshare(CLONE_NEWPID) == 0) bits |= kPid;
   return bits;
 }
 
@@ -261,18 +422,25 @@ std::int32_t setup_namespaces(const ChildPlan& p, int ctl) {
   // fds 0-3 are the run's; ctl moves above them and closes at execve (it is O_CLOEXEC).
   const int ctl = fcntl(p.ctl_w, F_DUPFD_CLOEXEC, 10);
   if (ctl < 0) _exit(127);
-  const int sources[5] = {p.devnull, p.out_w, p.err_w, p.chan_w, p.pass_fd};
-  const int n_fds = p.pass_fd >= 0 ? 5 : 4;
-  int moved[5];
-  for (int i = 0; i < n_fds; ++i) {
+  const int sources[4] = {p.devnull, p.out_w, p.err_w, p.chan_w};
+  int moved[4];
+  for (int i = 0; i < 4; ++i) {
     moved[i] = fcntl(sources[i], F_DUPFD_CLOEXEC, 10);
     if (moved[i] < 0) fail_step(ctl, step_streams);
   }
-  for (int i = 0; i < n_fds; ++i) {
+  int moved_extra[8];
+  for (int i = 0; i < p.n_extra; ++i) {
+    moved_extra[i] = fcntl(p.extra[i], F_DUPFD_CLOEXEC, 20);
+    if (moved_extra[i] < 0) fail_step(ctl, step_streams);
+  }
+  for (int i = 0; i < 4; ++i) {
     if (dup2(moved[i], i) < 0) fail_step(ctl, step_streams);
   }
+  for (int i = 0; i < p.n_extra; ++i) {
+    if (dup2(moved_extra[i], kFirstExtraFd + i) < 0) fail_step(ctl, step_streams);
+  }
   const int keep[1] = {ctl};
-  close_fds_except(n_fds, keep, 1);
+  close_fds_except(kFirstExtraFd + p.n_extra, keep, 1);
 
   struct rlimit rl;
   rl.rlim_cur = rl.rlim_max = 0;
@@ -286,6 +454,10 @@ std::int32_t setup_namespaces(const ChildPlan& p, int ctl) {
     rl.rlim_cur = p.cpu_soft;
     rl.rlim_max = p.cpu_hard;
     if (setrlimit(RLIMIT_CPU, &rl) != 0) fail_step(ctl, step_rlimit);
+  }
+  if (p.set_as) {
+    rl.rlim_cur = rl.rlim_max = p.as;
+    if (setrlimit(RLIMIT_AS, &rl) != 0) fail_step(ctl, step_rlimit);
   }
   if (p.set_nproc) {
     rl.rlim_cur = rl.rlim_max = p.nproc;
@@ -332,7 +504,7 @@ pid_t checked_waitpid(pid_t pid, int* status) {
     _exit(127);
   }
   if (cmd == 0) exec_command(p);
-  if (p.pass_fd >= 0) close(p.pass_fd);  // the command's copy is the only one left
+  for (int i = 0; i < p.n_extra; ++i) close(p.extra[i]);
   for (;;) {
     int status = 0;
     const pid_t r = waitpid(-1, &status, 0);
@@ -408,8 +580,14 @@ void kill_all_children() {
   prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
   if (getppid() != p.grader_pid) _exit(1);
   setsid();
-  const int keep[6] = {p.devnull, p.out_w, p.err_w, p.chan_w, p.ctl_w, p.pass_fd};
-  close_fds_except(3, keep, p.pass_fd >= 0 ? 6 : 5);
+  int keep[16] = {p.devnull, p.out_w, p.err_w, p.chan_w, p.ctl_w};
+  for (int i = 0; i < p.n_extra; ++i) keep[5 + i] = p.extra[i];
+  close_fds_except(3, keep, 5 + p.n_extra);
+  // The run's cgroup, before any child: every process of the run is in it.
+  if (p.cgroup_procs != nullptr && !write_file(p.cgroup_procs, "0")) {
+    send_record(p.ctl_w, kSetupError, errno, step_cgroup);
+    _exit(127);
+  }
 
   const std::int32_t bits = setup_namespaces(p, p.ctl_w);
   // Not dumpable (only now: writing our uid_map needed it): the run cannot open our
@@ -425,7 +603,7 @@ void kill_all_children() {
       _exit(127);
     }
     if (init == 0) run_init(p, (bits & kMnt) != 0);
-    if (p.pass_fd >= 0) close(p.pass_fd);
+    for (int i = 0; i < p.n_extra; ++i) close(p.extra[i]);
     send_record(p.ctl_w, kPids, 0, init);
     int status = 0;
     checked_waitpid(init, &status);
@@ -444,7 +622,7 @@ void kill_all_children() {
     _exit(127);
   }
   if (cmd == 0) exec_command(p);
-  if (p.pass_fd >= 0) close(p.pass_fd);
+  for (int i = 0; i < p.n_extra; ++i) close(p.extra[i]);
   send_record(p.ctl_w, kPids, cmd, 0);
   int status = 0;
   checked_waitpid(cmd, &status);
@@ -575,7 +753,9 @@ double seconds(const struct timeval& tv) {
 
 std::string format_bytes(std::size_t n) {
   std::ostringstream out;
-  if (n >= (1u << 20) && n % (1u << 20) == 0) {
+  if (n >= (std::size_t{1} << 30) && n % (std::size_t{1} << 30) == 0) {
+    out << (n >> 30) << " GiB";
+  } else if (n >= (1u << 20) && n % (1u << 20) == 0) {
     out << (n >> 20) << " MiB";
   } else if (n >= 1024 && n % 1024 == 0) {
     out << (n >> 10) << " KiB";
@@ -613,6 +793,10 @@ const char* step_text(std::int64_t step) {
       return "cannot run";
     case step_writable:
       return "cannot make a writable path writable";
+    case step_view:
+      return "cannot make the allow-list view of the file system";
+    case step_cgroup:
+      return "cannot join the run's cgroup";
     default:
       return "cannot start";
   }
@@ -630,6 +814,7 @@ bool append_capped(std::string& dst, std::size_t cap, const char* data, std::siz
 
 // Everything owned by one run that must be released whatever happens.
 struct RunFiles {
+  TempDirLock lock;  // released after the folder is gone (members die after the body runs)
   fs::path private_dir;
   bool keep = false;
   ~RunFiles() {
@@ -652,12 +837,410 @@ SandboxFeatures features_from(std::int32_t bits) {
   f.pid_namespace = (bits & kPid) != 0;
   f.user_namespace = (bits & kUser) != 0;
   f.read_only_root = (bits & kReadOnlyRoot) != 0;
+  f.ipc_namespace = (bits & kIpc) != 0;
+  f.private_tmpfs = (bits & kTmpfs) != 0;
+  f.allow_list_view = (bits & kView) != 0;
   return f;
+}
+
+// Feature bits the operator turned off ($CONVLAB_SANDBOX_DISABLE, comma-separated names): to
+// see how a grade behaves on a machine that lacks them, and to test the refusal.
+std::int32_t disabled_bits() {
+  const char* env = std::getenv("CONVLAB_SANDBOX_DISABLE");
+  if (env == nullptr) return 0;
+  std::int32_t bits = 0;
+  std::istringstream in(env);
+  std::string name;
+  while (std::getline(in, name, ',')) {
+    if (name == "network_namespace") bits |= kNet;
+    if (name == "mount_namespace") bits |= kMnt;
+    if (name == "pid_namespace") bits |= kPid;
+    if (name == "ipc_namespace") bits |= kIpc;
+  }
+  return bits;
+}
+
+// ---- cgroup v2 ----------------------------------------------------------------------------
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
+bool write_text(const fs::path& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+  out.flush();
+  return static_cast<bool>(out);
+}
+
+// The grader's own cgroup v2 folder, where child cgroups with the memory and pids controllers
+// can be made; empty where they cannot (no cgroup2 mount, cgroup v1, no permission, or the
+// controllers cannot be enabled below a cgroup that holds processes).
+fs::path usable_cgroup_parent() {
+  static std::once_flag once;
+  static fs::path found;
+  std::call_once(once, [] {
+    fs::path mount_point;
+    std::ifstream mountinfo("/proc/self/mountinfo");
+    for (std::string line; std::getline(mountinfo, line);) {
+      // "... MOUNT_POINT OPTIONS ... - FSTYPE SOURCE ..."
+      const auto dash = line.find(" - ");
+      if (dash == std::string::npos || line.compare(dash + 3, 8, "cgroup2 ") != 0) continue;
+      std::istringstream fields(line.substr(0, dash));
+      std::string f;
+      for (int i = 0; i < 5 && fields >> f; ++i) {
+        if (i == 4) mount_point = f;
+      }
+      break;
+    }
+    if (mount_point.empty()) return;
+    std::string own;
+    std::ifstream cgroup("/proc/self/cgroup");
+    for (std::string line; std::getline(cgroup, line);) {
+      if (line.rfind("0::", 0) == 0) own = line.substr(3);
+    }
+    if (own.empty()) return;
+    const fs::path parent = mount_point / fs::path(own).relative_path();
+    const fs::path probe = parent / ("convlab-probe-" + std::to_string(getpid()));
+    if (mkdir(probe.c_str(), 0755) != 0) return;
+    std::error_code ec;
+    if (!fs::exists(probe / "memory.max", ec)) {
+      write_text(parent / "cgroup.subtree_control", "+memory +pids");
+    }
+    const bool usable = fs::exists(probe / "memory.max", ec) && access(probe.c_str(), W_OK) == 0;
+    rmdir(probe.c_str());
+    if (usable) found = parent;
+  });
+  return found;
+}
+
+// One run's cgroup: made before the run, emptied and removed after.
+struct RunCgroup {
+  fs::path dir;
+  ~RunCgroup() {
+    if (dir.empty()) return;
+    write_text(dir / "cgroup.kill", "1");
+    for (int i = 0; i < 500 && rmdir(dir.c_str()) != 0 && errno == EBUSY; ++i) {
+      // Processes still leaving (killed above, or by the PID namespace's end).
+      const struct timespec pause = {0, 2'000'000};
+      nanosleep(&pause, nullptr);
+    }
+  }
+  // Whether the kernel killed a process of the run for passing memory.max.
+  bool oom_killed() const {
+    std::istringstream in(read_text(dir / "memory.events"));
+    std::string key;
+    std::uint64_t value = 0;
+    while (in >> key >> value) {
+      if (key == "oom_kill" && value > 0) return true;
+    }
+    return false;
+  }
+};
+
+// ---- Polling the run's memory -------------------------------------------------------------
+
+struct MemoryUse {
+  std::uint64_t resident = 0;    // bytes, every process of the run
+  std::uint64_t largest_vm = 0;  // bytes, the largest address space of one process
+};
+
+// Every descendant of `root` but `root` and `skip` (the supervisor and init are forks of the
+// grader: their pages are the grader's): their memory summed (each one's proportional set
+// size, so that pages several processes share count once). The supervisor is a
+// subreaper or the PID namespace's init reaps, so every process of the run stays below it.
+MemoryUse run_memory(pid_t root, pid_t skip) {
+  std::map<pid_t, std::vector<pid_t>> children;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const pid_t ppid = parent_of(name.c_str());
+    if (ppid > 0) children[ppid].push_back(static_cast<pid_t>(std::stol(name)));
+  }
+  MemoryUse use;
+  std::vector<pid_t> todo = {root};
+  const long page = sysconf(_SC_PAGESIZE);
+  while (!todo.empty()) {
+    const pid_t pid = todo.back();
+    todo.pop_back();
+    if (const auto it = children.find(pid); it != children.end()) {
+      todo.insert(todo.end(), it->second.begin(), it->second.end());
+    }
+    if (pid == root || pid == skip) continue;
+    const std::string dir = "/proc/" + std::to_string(pid);
+    std::ifstream statm(dir + "/statm");
+    std::uint64_t size = 0, resident = 0;
+    if (!(statm >> size >> resident)) continue;
+    use.largest_vm = std::max(use.largest_vm, size * static_cast<std::uint64_t>(page));
+    // The proportional share: pages a fork bomb's processes share count once, not per process.
+    std::uint64_t pss_kib = 0;
+    bool have_pss = false;
+    std::ifstream rollup(dir + "/smaps_rollup");
+    for (std::string line; std::getline(rollup, line);) {
+      if (line.rfind("Pss:", 0) == 0) {
+        pss_kib = std::strtoull(line.c_str() + 4, nullptr, 10);
+        have_pss = true;
+        break;
+      }
+    }
+    use.resident += have_pss ? pss_kib * 1024 : resident * static_cast<std::uint64_t>(page);
+  }
+  return use;
+}
+
+// Whether an ended run's output says an allocation failed (what RLIMIT_AS causes).
+bool says_out_of_memory(const std::string& text) {
+  for (const char* what : {"std::bad_alloc", "Cannot allocate memory", "out of memory",
+                           "virtual memory exhausted", "cudaErrorMemoryAllocation"}) {
+    if (text.find(what) != std::string::npos) return true;
+  }
+  return false;
+}
+
+// ---- The allow-list view, planned in the grader ---------------------------------------------
+
+struct ViewEntry {
+  ViewMount::Kind kind = ViewMount::bind_dir;
+  std::string source, target;
+  bool writable = false;
+};
+
+struct ViewPlan {
+  std::vector<std::string> dirs;   // folders to make in the new root, parents first
+  std::vector<ViewEntry> entries;  // mounts and links, parents first
+  std::string private_target;      // the private directory inside the new root
+};
+
+// Files of the system folders no run may read, mounted over in every view.
+const char* const kViewHiddenFiles[] = {"/etc/shadow", "/etc/gshadow", "/etc/shadow-",
+                                        "/etc/gshadow-", "/etc/sudoers"};
+
+ViewPlan plan_view(const fs::path& root, const std::vector<fs::path>& visible,
+                   const std::vector<std::string>& writable) {
+  // (path as the run sees it, the real path or link text, kind, writable); sorted by path so
+  // that parents come before what is mounted inside them.
+  std::map<std::string, ViewEntry> wanted;
+  const auto add = [&](const fs::path& given, bool rw) {
+    std::error_code ec;
+    const fs::path abs = fs::absolute(given, ec).lexically_normal();
+    if (ec) return;
+    const auto st = fs::symlink_status(abs, ec);
+    if (ec || !fs::exists(st)) return;  // nothing there to show
+    ViewEntry e;
+    e.writable = rw;
+    if (fs::is_symlink(st) && abs.parent_path() == abs.root_path()) {
+      // /bin -> usr/bin: the same link in the view.
+      e.kind = ViewMount::symlink;
+      e.source = fs::read_symlink(abs, ec).string();
+      if (ec) return;
+      wanted[abs.string()] = e;
+      return;
+    }
+    const fs::path real = fs::canonical(abs, ec);
+    if (ec) return;
+    e.kind = fs::is_directory(real, ec) ? ViewMount::bind_dir : ViewMount::bind_file;
+    e.source = real.string();
+    wanted[real.string()] = e;
+    if (real != abs) wanted[abs.string()] = e;  // also where the caller named it
+  };
+  for (const fs::path& p : kViewSystemPaths) add(p, false);
+  // Without a PID namespace /proc is this one, read-only; with one, init mounts a fresh one
+  // over it.
+  add("/proc", false);
+  for (const fs::path& p : visible) add(p, false);
+  for (const std::string& p : writable) {
+    if (p != root.string()) add(p, true);
+  }
+  for (const char* f : kViewHiddenFiles) {
+    std::error_code ec;
+    if (fs::is_regular_file(f, ec)) wanted[f] = ViewEntry{ViewMount::hide_file, "", f, false};
+  }
+
+  ViewPlan plan;
+  std::set<std::string> made;
+  const auto make_parents = [&](const fs::path& path) {
+    fs::path at = root;
+    for (const fs::path& part : path.parent_path().relative_path()) {
+      at /= part;
+      if (made.insert(at.string()).second) plan.dirs.push_back(at.string());
+    }
+  };
+  // A path under a symbolic link of the view (/lib64/x with /lib64 -> usr/lib64) is reached
+  // through the link: nothing to make for it.
+  const auto under_link = [&](const std::string& path) {
+    for (const auto& [other, e] : wanted) {
+      if (e.kind == ViewMount::symlink && path.size() > other.size() &&
+          path.compare(0, other.size(), other) == 0 && path[other.size()] == '/') {
+        return true;
+      }
+    }
+    return false;
+  };
+  for (const auto& [path, e] : wanted) {
+    if (under_link(path)) continue;
+    make_parents(path);
+    ViewEntry placed = e;
+    placed.target = (root / fs::path(path).relative_path()).string();
+    plan.entries.push_back(placed);
+  }
+  plan.private_target = (root / root.relative_path()).string();
+  make_parents(root);
+  // The private directory's parents come after the entries' (a bind may hold them): made by
+  // the supervisor in plan order, so they go last, each once.
+  return plan;
 }
 
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
+
+const std::vector<fs::path> kViewSystemPaths = {"/usr",   "/bin",    "/sbin", "/lib", "/lib32",
+                                                "/lib64", "/libx32", "/etc",  "/dev", "/sys"};
+
+std::uint32_t sandbox_uid(const std::string& key) {
+  return kRunUidBase + static_cast<std::uint32_t>(std::hash<std::string>{}(key) % kRunUidCount);
+}
+
+const char* memory_limit_name(MemoryLimitKind kind) {
+  switch (kind) {
+    case MemoryLimitKind::cgroup:
+      return "cgroup";
+    case MemoryLimitKind::address_space:
+      return "address_space";
+    case MemoryLimitKind::rss_poll:
+      return "rss_poll";
+    case MemoryLimitKind::none:
+      break;
+  }
+  return "none";
+}
+
+TempDirLock::TempDirLock(const fs::path& dir) {
+  // Locked under another name, then renamed into place: a sweeper never finds the lock file
+  // unlocked while its folder is being set up.
+  const fs::path file = dir / kTempDirLockName;
+  const fs::path making = dir / (std::string(kTempDirLockName) + ".new");
+  fd_ = open(making.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd_ < 0) throw_errno("cannot create the lock file " + making.string());
+  if (flock(fd_, LOCK_EX | LOCK_NB) != 0 || rename(making.c_str(), file.c_str()) != 0) {
+    const int err = errno;
+    close(fd_);
+    fd_ = -1;
+    errno = err;
+    throw_errno("cannot lock " + file.string());
+  }
+}
+
+TempDirLock::~TempDirLock() {
+  if (fd_ >= 0) close(fd_);
+}
+
+TempDirLock::TempDirLock(TempDirLock&& other) noexcept : fd_(other.fd_) {
+  other.fd_ = -1;
+}
+
+TempDirLock& TempDirLock::operator=(TempDirLock&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) close(fd_);
+    fd_ = other.fd_;
+    other.fd_ = -1;
+  }
+  return *this;
+}
+
+int sweep_stale_temp_dirs(const fs::path& parent) {
+  int removed = 0;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(parent, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!name.starts_with("convlab-run-") && !name.starts_with("convlab-grade-")) continue;
+    if (!entry.is_directory(ec) || entry.is_symlink(ec)) continue;
+    // A folder without its lock file is being made (or is not ours): left alone.
+    const fs::path lock = entry.path() / kTempDirLockName;
+    const int fd = open(lock.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) continue;
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+      // Nobody holds it: its grader is gone. Removed while locked, so that no other sweeper
+      // takes it at the same time.
+      struct stat st;
+      if (fstat(fd, &st) == 0 && (st.st_uid == geteuid() || geteuid() == 0)) {
+        remove_private_dir(entry.path());
+        ++removed;
+      }
+    }
+    close(fd);
+  }
+  return removed;
+}
+
+std::vector<IsolationProblem> isolation_problems(const SandboxFeatures& f) {
+  std::vector<IsolationProblem> out;
+  const std::string kernel =
+      "run the grader as root, or allow unprivileged user namespaces "
+      "(sysctl kernel.unprivileged_userns_clone=1, or "
+      "kernel.apparmor_restrict_unprivileged_userns=0); "
+      "in a container, give it CAP_SYS_ADMIN (docker run --cap-add SYS_ADMIN "
+      "--security-opt seccomp=unconfined, or --privileged)";
+  if (!f.network_namespace) {
+    out.push_back({"network_namespace", "checks could reach the network", kernel});
+  }
+  if (!f.mount_namespace) {
+    out.push_back({"mount_namespace",
+                   "checks and builds could read the hidden models, the labels and every file",
+                   kernel});
+  }
+  if (!f.pid_namespace) {
+    out.push_back({"pid_namespace", "checks could see and signal the grader's processes", kernel});
+  }
+  if (!f.ipc_namespace) {
+    out.push_back({"ipc_namespace",
+                   "SysV shared memory would outlive a check and pass data between checks and "
+                   "teams",
+                   kernel});
+  }
+  if (!f.read_only_root) {
+    out.push_back({"read_only_root", "checks could write outside their folder",
+                   "a kernel with mount_setattr (Linux 5.12 or newer) and a mount namespace"});
+  }
+  if (!f.private_tmpfs) {
+    out.push_back({"private_tmpfs", "a check could fill the disk through its /tmp folder",
+                   "a mount namespace in which tmpfs can be mounted (" + kernel + ")"});
+  }
+  if (f.memory_limit == MemoryLimitKind::none) {
+    out.push_back({"memory_limit", "a check could take all the machine's memory",
+                   "keep Limits::max_memory_bytes above 0"});
+  }
+  if (!f.dropped_privileges && !f.user_namespace) {
+    out.push_back({"dropped_privileges", "checks and builds would run with the grader's own rights",
+                   geteuid() == 0 ? "create the user '" + f.user + "'"
+                                  : "allow unprivileged user namespaces, or run the grader as "
+                                    "root (it then runs each check as an unprivileged user)"});
+  }
+  return out;
+}
+
+std::vector<std::string> require_isolation(bool allow_degraded, const std::string& user) {
+  std::error_code ec;
+  const fs::path tmp = fs::temp_directory_path(ec);
+  if (!ec) sweep_stale_temp_dirs(tmp);
+  if (ec || fs::path("/tmp") != tmp) sweep_stale_temp_dirs("/tmp");
+  const std::vector<IsolationProblem> problems = isolation_problems(probe_sandbox_features(user));
+  std::vector<std::string> names;
+  for (const IsolationProblem& p : problems) names.push_back(p.feature);
+  if (!problems.empty() && !allow_degraded) {
+    std::string text = "this machine cannot isolate a grade fully; refusing to grade. Missing:";
+    for (const IsolationProblem& p : problems) {
+      text += "\n  " + p.feature + ": " + p.why + ". To get it: " + p.fix + ".";
+    }
+    text +=
+        "\nOr pass --allow-degraded to grade anyway; report.json then records allow_degraded "
+        "and the missing features.";
+    throw Error(text);
+  }
+  return names;
+}
 
 std::string describe_signal(int signal) {
   struct Known {
@@ -711,6 +1294,10 @@ std::string SandboxResult::describe() const {
       return which + " passed its limit of " + format_bytes(cap) +
              ": every process of the run was killed";
     }
+    case Outcome::memory_limit:
+      return "passed its memory limit of " + format_bytes(limits.max_memory_bytes) + " (" +
+             memory_limit_name(features.memory_limit) +
+             "): every process of the run was killed; use less memory";
     case Outcome::start_failed:
       return "could not start: " + start_error;
   }
@@ -720,6 +1307,12 @@ std::string SandboxResult::describe() const {
 SandboxResult run_sandboxed(const SandboxSpec& spec) {
   Fd pass_fd(spec.pass_fd);  // ours now: closed once the run has it, or on any way out
   if (spec.argv.empty()) throw Error("sandbox: nothing to run (empty argv)");
+  if (spec.extra_fds.size() + (spec.pass_fd >= 0) > 8) {
+    throw Error("sandbox: at most 8 extra fds can be passed");
+  }
+  for (const int fd : spec.extra_fds) {
+    if (fcntl(fd, F_GETFD) < 0) throw_errno("extra fd " + std::to_string(fd) + " is not open");
+  }
   SandboxResult result;
   result.limits = spec.limits;
   const Limits& limits = spec.limits;
@@ -740,15 +1333,18 @@ SandboxResult run_sandboxed(const SandboxSpec& spec) {
     const std::uint32_t slot =
         (static_cast<std::uint32_t>(getpid()) * 256u + runs.fetch_add(1)) % kRunUidCount;
     run_as.uid = static_cast<uid_t>(kRunUidBase + slot);
+    if (spec.uid != 0) run_as.uid = static_cast<uid_t>(spec.uid);
   }
 
   // The private directory, with the inputs, owned by the run's user.
   RunFiles files;
   files.keep = spec.keep_private_dir;
   {
-    std::string pattern = (spec.private_parent / "convlab-run-XXXXXX").string();
+    const fs::path parent =
+        spec.private_parent.empty() ? fs::temp_directory_path() : spec.private_parent;
+    std::string pattern = (parent / "convlab-run-XXXXXX").string();
     if (mkdtemp(pattern.data()) == nullptr) {
-      throw_errno("cannot create a private directory in " + spec.private_parent.string());
+      throw_errno("cannot create a private directory in " + parent.string());
     }
     files.private_dir = pattern;
   }
@@ -767,6 +1363,7 @@ SandboxResult run_sandboxed(const SandboxSpec& spec) {
     }
   }
   if (drop) chown_tree(private_dir, run_as.uid, run_as.gid);
+  files.lock = TempDirLock(private_dir);  // root's file: the sweeper leaves a live run alone
 
   // argv, envp, paths: every string the children use, built now.
   std::vector<std::string> argv_strings = spec.argv;
@@ -780,7 +1377,17 @@ SandboxResult run_sandboxed(const SandboxSpec& spec) {
   env.emplace("HOME", private_dir.string());
   env.emplace("TMPDIR", private_dir.string());
   env["CONVLAB_RESULT_FD"] = std::to_string(kResultFd);
-  if (spec.pass_fd >= 0) env[kPassFdEnv] = std::to_string(kPassFd);
+  if (!spec.extra_fds.empty()) {
+    std::string fds;
+    for (std::size_t i = 0; i < spec.extra_fds.size(); ++i) {
+      fds += (i > 0 ? "," : "") + std::to_string(kFirstExtraFd + static_cast<int>(i));
+    }
+    env["CONVLAB_EXTRA_FDS"] = fds;
+  }
+  // pass_fd comes after the extra fds.
+  if (spec.pass_fd >= 0) {
+    env[kPassFdEnv] = std::to_string(kFirstExtraFd + static_cast<int>(spec.extra_fds.size()));
+  }
   std::vector<std::string> env_strings;
   for (const auto& [key, value] : env) {
     if (key.empty() || key.find('=') != std::string::npos) {
@@ -813,7 +1420,58 @@ SandboxResult run_sandboxed(const SandboxSpec& spec) {
   const std::string gid_map = std::to_string(getegid()) + " " + std::to_string(getegid()) + " 1\n";
   const std::string shm_options =
       "size=" + std::to_string(std::max<std::uint64_t>(limits.max_file_bytes, 1u << 20)) +
-      ",mode=1777";
+      ",nr_inodes=4096,mode=1777";
+  const std::string tmp_options =
+      "size=" + std::to_string(std::max<std::uint64_t>(limits.tmp_bytes, 1u << 20)) +
+      ",nr_inodes=" + std::to_string(std::max<std::uint64_t>(limits.tmp_inodes, 64)) +
+      ",mode=0700,uid=" + std::to_string(run_as.uid) + ",gid=" + std::to_string(run_as.gid);
+  // SysV shared memory of the run's IPC namespace, in pages: as much as its /dev/shm.
+  const std::string shmall =
+      std::to_string(std::max<std::uint64_t>(limits.max_file_bytes, 1u << 20) /
+                     static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE)));
+  std::vector<std::string> input_names;
+  for (const auto& [source, name] : spec.inputs) {
+    const fs::path rel = fs::path(name).lexically_normal();
+    if (rel.empty() || rel.is_absolute() || *rel.begin() == "..") {
+      throw Error("sandbox: input name '" + name + "' is not a name inside the private directory");
+    }
+    const std::string top = rel.begin()->string();
+    if (std::find(input_names.begin(), input_names.end(), top) == input_names.end()) {
+      input_names.push_back(top);
+    }
+  }
+  // The allow-list view, every path made now; the supervisor only mounts.
+  ViewPlan view;
+  if (spec.visible_paths) view = plan_view(private_dir, *spec.visible_paths, writable);
+
+  // The memory limit: a cgroup where the grader can make one, else RLIMIT_AS (not for GPU
+  // runs) and polling; the polling always runs as well (cheap, and it names the outcome).
+  RunCgroup cgroup;
+  std::string cgroup_procs;
+  MemoryLimitKind memory_kind = MemoryLimitKind::none;
+  if (limits.max_memory_bytes > 0) {
+    static std::atomic<std::uint32_t> cgroup_runs{0};
+    const fs::path parent = usable_cgroup_parent();
+    if (!parent.empty()) {
+      const fs::path dir = parent / ("convlab-run-" + std::to_string(getpid()) + "-" +
+                                     std::to_string(cgroup_runs.fetch_add(1)));
+      if (mkdir(dir.c_str(), 0755) == 0) {
+        cgroup.dir = dir;
+        const bool ok = write_text(dir / "memory.max", std::to_string(limits.max_memory_bytes));
+        write_text(dir / "memory.swap.max", "0");  // absent without swap accounting
+        if (limits.max_processes > 0) {
+          write_text(dir / "pids.max", std::to_string(std::max(limits.max_processes, 16) + 8));
+        }
+        if (ok) {
+          memory_kind = MemoryLimitKind::cgroup;
+          cgroup_procs = (dir / "cgroup.procs").string();
+        }
+      }
+    }
+    if (memory_kind == MemoryLimitKind::none) {
+      memory_kind = spec.uses_gpu ? MemoryLimitKind::rss_poll : MemoryLimitKind::address_space;
+    }
+  }
 
   ChildPlan plan;
   plan.grader_pid = getpid();
@@ -829,6 +1487,27 @@ SandboxResult run_sandboxed(const SandboxSpec& spec) {
   for (const std::string& s : hide_files) plan.hide_files.push_back(s.c_str());
   for (const std::string& s : writable) plan.writable.push_back(s.c_str());
   plan.shm_options = fs::is_directory("/dev/shm") ? shm_options.c_str() : nullptr;
+  plan.disabled = disabled_bits();
+  plan.shmall = shmall.c_str();
+  plan.private_dir = private_dir.c_str();
+  plan.tmp_options = spec.keep_private_dir ? nullptr : tmp_options.c_str();
+  for (const std::string& s : input_names) plan.input_names.push_back(s.c_str());
+  plan.view = spec.visible_paths.has_value();
+  plan.view_root = private_dir.c_str();
+  plan.view_private = view.private_target.c_str();
+  for (const std::string& s : view.dirs) plan.view_dirs.push_back(s.c_str());
+  for (const ViewEntry& e : view.entries) {
+    plan.view_mounts.push_back({e.kind, e.source.c_str(), e.target.c_str(), e.writable});
+  }
+  if (!cgroup_procs.empty()) plan.cgroup_procs = cgroup_procs.c_str();
+  if (memory_kind == MemoryLimitKind::address_space) {
+    // A backstop for what grows faster than the polling sees: twice the limit of address
+    // space per process (threads' stacks and malloc's arenas reserve more than they use).
+    plan.set_as = true;
+    plan.as = static_cast<rlim_t>(std::min<std::uint64_t>(limits.max_memory_bytes, 1ull << 62) * 2);
+  }
+  for (const int fd : spec.extra_fds) plan.extra[plan.n_extra++] = fd;
+  if (spec.pass_fd >= 0) plan.extra[plan.n_extra++] = spec.pass_fd;
   plan.drop = drop;
   plan.uid = run_as.uid;
   plan.gid = run_as.gid;
@@ -858,7 +1537,6 @@ SandboxResult run_sandboxed(const SandboxSpec& spec) {
   plan.err_w = err_w.get();
   plan.chan_w = chan_w.get();
   plan.ctl_w = ctl_w.get();
-  plan.pass_fd = spec.pass_fd;
 
   const auto start = std::chrono::steady_clock::now();
   const pid_t supervisor = fork();
@@ -883,7 +1561,9 @@ SandboxResult run_sandboxed(const SandboxSpec& spec) {
   pid_t command_pid = 0, init_pid = 0;
   std::optional<int> command_status;
   std::optional<Record> setup_error;
-  bool over_limit = false, timed_out = false, killed = false;
+  bool over_limit = false, timed_out = false, killed = false, over_memory = false;
+  MemoryUse peak;
+  auto next_memory_poll = std::chrono::steady_clock::now();
   std::chrono::steady_clock::time_point killed_at;
   bool open_streams[4] = {true, true, true, true};
 
@@ -982,6 +1662,16 @@ SandboxResult run_sandboxed(const SandboxSpec& spec) {
     }
     // The supervisor cleans up and exits right after the run; if it does not, end it.
     if (killed && now - killed_at > std::chrono::seconds(5)) kill(supervisor, SIGKILL);
+    if (!killed && limits.max_memory_bytes > 0 && now >= next_memory_poll) {
+      next_memory_poll = now + std::chrono::milliseconds(100);
+      const MemoryUse use = run_memory(supervisor, init_pid);
+      peak.resident = std::max(peak.resident, use.resident);
+      peak.largest_vm = std::max(peak.largest_vm, use.largest_vm);
+      if (use.resident > limits.max_memory_bytes) {
+        over_memory = true;
+        kill_run();
+      }
+    }
 
     struct pollfd fds[5];
     int n_fds = 0;
@@ -995,7 +1685,7 @@ SandboxResult run_sandboxed(const SandboxSpec& spec) {
       fds[n_fds] = {pidfd.get(), POLLIN, 0};
       which[n_fds++] = -1;
     }
-    long wait_ms = pidfd.get() >= 0 ? 1000 : 20;
+    long wait_ms = pidfd.get() >= 0 ? (limits.max_memory_bytes > 0 ? 100 : 1000) : 20;
     if (!killed && limits.wall_s > 0) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
       wait_ms = std::clamp<long>(static_cast<long>(left.count()) + 1, 0, wait_ms);
@@ -1018,6 +1708,8 @@ SandboxResult run_sandboxed(const SandboxSpec& spec) {
   result.cpu_s = seconds(usage.ru_utime) + seconds(usage.ru_stime);
   result.features = features_from(feature_bits);
   result.features.user = run_as.name;
+  result.features.memory_limit = memory_kind;
+  result.peak_resident_bytes = peak.resident;
 
   if (setup_error) {
     result.outcome = Outcome::start_failed;
@@ -1031,10 +1723,21 @@ SandboxResult run_sandboxed(const SandboxSpec& spec) {
     return result;
   }
   result.features.dropped_privileges = drop;
+  const bool failed =
+      !(command_status && WIFEXITED(*command_status) && WEXITSTATUS(*command_status) == 0);
+  // The kernel's OOM killer in the cgroup, the poller, or (RLIMIT_AS) an allocation that failed
+  // and ended the run: said so, with the limit, rather than as a crash.
+  const bool memory_failure =
+      over_memory || (failed && !cgroup.dir.empty() && cgroup.oom_killed()) ||
+      (failed && memory_kind == MemoryLimitKind::address_space &&
+       (peak.largest_vm >= limits.max_memory_bytes || says_out_of_memory(result.stderr_text) ||
+        says_out_of_memory(result.stdout_text)));
   if (over_limit) {
     result.outcome = Outcome::output_limit;
   } else if (timed_out) {
     result.outcome = Outcome::timed_out;
+  } else if (memory_failure) {
+    result.outcome = Outcome::memory_limit;
   } else if (command_status) {
     if (WIFEXITED(*command_status)) {
       result.outcome = Outcome::exited;
@@ -1074,6 +1777,7 @@ SandboxFeatures probe_sandbox_features(const std::string& user) {
   plan.try_user_ns = !root;
   plan.uid_map = uid_map.c_str();
   plan.gid_map = gid_map.c_str();
+  plan.disabled = disabled_bits();
   auto [ctl_r, ctl_w] = make_pipe();
   Fd devnull(open("/dev/null", O_RDWR | O_CLOEXEC));
   plan.devnull = plan.out_w = plan.err_w = plan.chan_w = devnull.get();
@@ -1095,6 +1799,10 @@ SandboxFeatures probe_sandbox_features(const std::string& user) {
   SandboxFeatures f = features_from(bits);
   f.dropped_privileges = found.has_value();
   f.user = found ? user : user_name(geteuid());
+  // What a default run gets: the private tmpfs and the view need the mount namespace only.
+  f.private_tmpfs = f.mount_namespace;
+  f.memory_limit =
+      usable_cgroup_parent().empty() ? MemoryLimitKind::address_space : MemoryLimitKind::cgroup;
   probed[user] = f;
   return f;
 }

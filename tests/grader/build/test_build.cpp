@@ -3,6 +3,7 @@
 // the framework cached in this build tree.
 #include <doctest/doctest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -339,13 +340,83 @@ TEST_CASE("build tools run with HOME and TMPDIR in the work folder, unable to wr
       work, work, 30.0);
   CAPTURE(run.stdout_text);
   REQUIRE(run.outcome == grader::Outcome::exited);
-  CHECK(run.stdout_text.starts_with((work / "tmp").string() + "|" + (work / "tmp").string()));
+  // Both the run's private folder, inside work/tmp.
+  const std::string home = run.stdout_text.substr(0, run.stdout_text.find('|'));
+  CHECK(home.starts_with((work / "tmp" / "convlab-run-").string()));
+  CHECK(run.stdout_text == home + "|" + home + "\n");
   CHECK(fs::exists(work / "inside"));
   if (run.features.read_only_root) {
     CHECK(!fs::exists(outside));
   } else {
     MESSAGE("this machine gives the sandbox no mount namespace: writes outside are not blocked");
   }
+}
+
+TEST_CASE(
+    "a team's build step runs unprivileged and sees only the system, its tree and the cache") {
+  test::TempDir dir;
+  const fs::path work = dir.path() / "work";
+  const fs::path cache = dir.path() / "cache-entry";
+  const fs::path secret = dir.path() / "other-checkout";
+  for (const fs::path& d : {work, cache, secret}) fs::create_directories(d);
+  std::ofstream(cache / "lib.a") << "archive";
+  std::ofstream(secret / "solution.cpp") << "staff";
+  detail::TeamBuild team;
+  team.uid = grader::sandbox_uid(work.string());
+  team.visible = detail::team_build_visible_paths(cache, {});
+  detail::give_to_build_user(work, team.uid);
+  const auto run = detail::run_tool(
+      {"/bin/sh", "-c",
+       "id -u; cat " + (cache / "lib.a").string() + "; echo; cat " +
+           (secret / "solution.cpp").string() + " 2>&1 | head -c 0 || true; test -e " +
+           secret.string() +
+           " && echo secret-visible; "
+           "echo shadow=$(cat /etc/shadow 2>/dev/null | wc -c); "
+           "touch " +
+           (cache / "x").string() +
+           " 2>/dev/null && echo cache-writable; "
+           "touch inside && echo wrote; command -v c++ >/dev/null && echo compiler"},
+      work, work, 60.0, {}, &team);
+  CAPTURE(run.stdout_text);
+  CAPTURE(run.describe());
+  REQUIRE(run.outcome == grader::Outcome::exited);
+  CHECK(run.stdout_text.find("archive") != std::string::npos);
+  CHECK(run.stdout_text.find("wrote") != std::string::npos);
+  CHECK(run.stdout_text.find("compiler") != std::string::npos);
+  CHECK(run.stdout_text.find("cache-writable") == std::string::npos);
+  if (!run.features.allow_list_view) {
+    MESSAGE("no mount namespace here: the build sees the whole file system");
+    return;
+  }
+  CHECK(run.stdout_text.find("secret-visible") == std::string::npos);
+  if (geteuid() == 0) {
+    CHECK(run.features.dropped_privileges);
+    CHECK(run.stdout_text.starts_with(std::to_string(team.uid) + "\n"));
+  }
+  // Unreadable or mounted over, whoever runs it.
+  CHECK(run.stdout_text.find("shadow=0\n") != std::string::npos);
+  CHECK(run.features.memory_limit != grader::MemoryLimitKind::none);
+}
+
+TEST_CASE("the CUDA compiler works as the build user in the team's view") {
+  const fs::path nvcc = "/usr/local/cuda/bin/nvcc";
+  if (!fs::exists(nvcc)) test::skip("no CUDA toolkit at /usr/local/cuda: nothing to check");
+  test::TempDir dir;
+  const fs::path work = dir.path() / "work";
+  fs::create_directories(work);
+  std::ofstream(work / "k.cu") << "__global__ void k(float* y) { y[threadIdx.x] = 1.0f; }\n"
+                                  "void launch(float* y) { k<<<1, 32>>>(y); }\n";
+  detail::TeamBuild team;
+  team.uid = grader::sandbox_uid(work.string());
+  team.visible = detail::team_build_visible_paths(dir.path() / "no-cache", {});
+  detail::give_to_build_user(work, team.uid);
+  const auto run =
+      detail::run_tool({nvcc.string(), "-c", "k.cu", "-o", "k.o"}, work, work, 300.0, {}, &team);
+  CAPTURE(run.stdout_text);
+  CAPTURE(run.describe());
+  CHECK(run.outcome == grader::Outcome::exited);
+  CHECK(run.exit_code == 0);
+  CHECK(fs::exists(work / "k.o"));
 }
 
 // ---- Real builds --------------------------------------------------------------------------------

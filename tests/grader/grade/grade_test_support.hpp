@@ -75,6 +75,8 @@ struct Submission {
     o.cache = grade_cache_dir();
     o.seed = 20240601;
     o.only = only;
+    // The suites run in containers that may refuse a namespace; the refusal has its own test.
+    o.allow_degraded = true;
     return o;
   }
 };

@@ -3,10 +3,16 @@
 // its coordinates, hidden models, --only, the reports parsed back, the results database, and the
 // command line. Needs the Fashion-MNIST test set (skipped, with the reason, without it).
 #include <doctest/doctest.h>
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <csignal>
 #include <nlohmann/json.hpp>
 
 #include "grader/grade/report.hpp"
+#include "grader/sandbox/sandbox.hpp"
 #include "reference/core/error.hpp"
 #include "reference/model/model.hpp"
 #include "tests/grader/grade/grade_test_support.hpp"
@@ -256,7 +262,7 @@ TEST_CASE("convlab grade: progress, a summary table, exit 0 whatever the score, 
   test::Submission s("cli-team");
   const std::string base = test::convlab_binary().string() + " grade " + s.dir().string() +
                            " --milestone m2 --seed 7 --cache " + test::grade_cache_dir().string() +
-                           " --out " + s.out().string();
+                           " --out " + s.out().string() + " --allow-degraded";
   std::string out;
   int code = test::run_command(base + " --only 'network/cpu/ece408-high/100'", &out);
   INFO(out);
@@ -287,4 +293,94 @@ TEST_CASE("convlab grade: progress, a summary table, exit 0 whatever the score, 
       test::convlab_binary().string() + " grade " + s.dir().string() + " --milestone m9", &out);
   CHECK(code != 0);
   CHECK(code < 128);
+}
+
+TEST_CASE("a machine without an isolation feature refuses to grade, unless --allow-degraded") {
+  test::require_data();
+  REQUIRE_MESSAGE(fs::exists(test::convlab_binary()), "convlab is not built");
+  test::Submission s("degraded-team");
+  // What this machine gives: a grade here either runs (nothing missing) or needs the flag.
+  const std::vector<std::string> missing = isolation_problems(probe_sandbox_features()).empty()
+                                               ? std::vector<std::string>{}
+                                               : std::vector<std::string>{"(some)"};
+  const std::string base = test::convlab_binary().string() + " grade " + s.dir().string() +
+                           " --milestone m2 --seed 7 --cache " + test::grade_cache_dir().string() +
+                           " --out " + s.out().string() + " --only 'network/cpu/ece408-high/100'";
+  // The operator's switch makes the IPC namespace missing, as on a kernel that refuses it.
+  std::string out;
+  int code = test::run_command("CONVLAB_SANDBOX_DISABLE=ipc_namespace " + base, &out);
+  INFO(out);
+  CHECK(code == 1);
+  CHECK(out.find("refusing to grade") != std::string::npos);
+  CHECK(out.find("ipc_namespace: ") != std::string::npos);
+  CHECK(out.find("To get it: ") != std::string::npos);
+  CHECK(out.find("--allow-degraded") != std::string::npos);
+  CHECK_FALSE(fs::exists(s.out() / "report.json"));
+
+  code = test::run_command("CONVLAB_SANDBOX_DISABLE=ipc_namespace " + base + " --allow-degraded",
+                           &out);
+  CHECK(code == 0);
+  const json report = read_json(s.out() / "report.json");
+  CHECK(report.at("allow_degraded") == true);
+  const auto degraded = report.at("degraded_features").get<std::vector<std::string>>();
+  CHECK(std::find(degraded.begin(), degraded.end(), "ipc_namespace") != degraded.end());
+  CHECK(report.at("sandbox").at("features").at("ipc_namespace") == false);
+
+  if (missing.empty()) {
+    // Nothing missing: no flag needed, and the report says the grade was not degraded.
+    code = test::run_command(base, &out);
+    CHECK(code == 0);
+    const json full = read_json(s.out() / "report.json");
+    CHECK(full.at("allow_degraded") == false);
+    CHECK(full.at("degraded_features").empty());
+  }
+}
+
+TEST_CASE("a grader killed with SIGKILL leaves folders that the next grade sweeps") {
+  test::require_data();
+  REQUIRE_MESSAGE(fs::exists(test::convlab_binary()), "convlab is not built");
+  test::Submission s("killed-team");
+  s.add_solutions({kM2File});
+  test::TempDir tmp;  // the graders' TMPDIR: what they leave is ours to see
+  const std::string grade =
+      "exec env TMPDIR=" + tmp.path().string() + " " + test::convlab_binary().string() + " grade " +
+      s.dir().string() + " --milestone m2 --seed 7 --cache " + test::grade_cache_dir().string() +
+      " --out " + s.out().string() + " --allow-degraded --only 'network/cpu/ece408-high/10000'";
+  const pid_t grader = fork();
+  REQUIRE(grader >= 0);
+  if (grader == 0) {
+    const int null = ::open("/dev/null", O_WRONLY);
+    dup2(null, 1);
+    dup2(null, 2);
+    execl("/bin/sh", "sh", "-c", grade.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // Killed while a check runs: its work folder and the check's private folder both exist.
+  const auto count = [&](const std::string& prefix) {
+    int n = 0;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(tmp.path(), ec)) {
+      n += e.path().filename().string().rfind(prefix, 0) == 0 ? 1 : 0;
+    }
+    return n;
+  };
+  for (int i = 0; i < 6000 && count("convlab-run-") == 0; ++i) usleep(20000);
+  usleep(300000);
+  ::kill(grader, SIGKILL);
+  int status = 0;
+  waitpid(grader, &status, 0);
+  REQUIRE(count("convlab-grade-") == 1);
+  REQUIRE(count("convlab-run-") >= 1);
+
+  // The next grade sweeps them (and leaves its own folders to no one: it removes them).
+  std::string out;
+  const std::string next = "env TMPDIR=" + tmp.path().string() + " " +
+                           test::convlab_binary().string() + " grade " + s.dir().string() +
+                           " --milestone m2 --seed 7 --cache " + test::grade_cache_dir().string() +
+                           " --out " + (s.root.path() / "out2").string() +
+                           " --allow-degraded --only 'network/cpu/ece408-high/100'";
+  CHECK(test::run_command(next, &out) == 0);
+  INFO(out);
+  CHECK(count("convlab-grade-") == 0);
+  CHECK(count("convlab-run-") == 0);
 }

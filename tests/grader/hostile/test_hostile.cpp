@@ -115,9 +115,11 @@ fs::path composed_submission(const fs::path& case_dir, const fs::path& into) {
 
 // Grades tests/grader/hostile/CASE/submission (or the composed one) for MILESTONE, running
 // only the checks ONLY (plus files, build and symbols), with a fixed seed and the shared
-// framework cache of this build.
+// framework cache of this build. TEAM: the --team given (default: NAME, which report.json must
+// then show); ENV: variables for the grader ("TMPDIR=/x").
 Grade grade(const std::string& name, const std::string& milestone,
-            const std::vector<std::string>& only, const std::vector<std::string>& extra = {}) {
+            const std::vector<std::string>& only, const std::vector<std::string>& extra = {},
+            const std::string& team = "", const std::string& env = "") {
   grade_help();
   Grade g;
   g.dir = std::make_unique<convlab::test::TempDir>();
@@ -125,10 +127,11 @@ Grade grade(const std::string& name, const std::string& milestone,
   const fs::path submission = fs::exists(case_dir / "submission")
                                   ? case_dir / "submission"
                                   : composed_submission(case_dir, g.dir->path() / "submission");
-  std::string cmd = quote(convlab::test::convlab_binary().string()) + " grade " +
-                    quote(submission.string()) + " --team " + name + " --milestone " + milestone +
-                    " --out " + quote(g.out().string()) + " --cache " + quote(HOSTILE_CACHE) +
-                    " --seed 1";
+  std::string cmd = (env.empty() ? "" : "env " + env + " ") +
+                    quote(convlab::test::convlab_binary().string()) + " grade " +
+                    quote(submission.string()) + " --team " + quote(team.empty() ? name : team) +
+                    " --milestone " + milestone + " --allow-degraded --out " +
+                    quote(g.out().string()) + " --cache " + quote(HOSTILE_CACHE) + " --seed 1";
   for (const std::string& glob : only) {
     cmd += " --only ";
     cmd += quote(glob);
@@ -148,7 +151,7 @@ Grade grade(const std::string& name, const std::string& milestone,
   // Whatever the submission did, the grade completed and says so.
   CHECK(g.exit_code == 0);
   CHECK(g.report.value("schema", "") == "convlab-grade-report/1");
-  CHECK(g.report.value("team", "") == name);
+  if (team.empty()) CHECK(g.report.value("team", "") == name);
   CHECK(g.report.value("milestone", "") == milestone);
   return g;
 }
@@ -210,6 +213,54 @@ void require_cuda_build() {
 }
 
 const std::string kM2Check = "network/cpu/ece408-high/100";
+
+std::string read_all(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
+// Everything a grade wrote that someone reads: report.json, results.json and every log.
+std::string everything_written(const Grade& g) {
+  std::string all = read_all(g.out() / "report.json") + read_all(g.out() / "results.json");
+  std::error_code ec;
+  for (const auto& e : fs::recursive_directory_iterator(g.out() / "logs", ec)) {
+    if (e.is_regular_file()) all += read_all(e.path());
+  }
+  return all;
+}
+
+// A temporary folder for one grader (its TMPDIR): what the grade leaves there is visible.
+struct GraderTmp {
+  convlab::test::TempDir dir;
+  std::string env() const { return "TMPDIR=" + quote(dir.path().string()); }
+  // Entries left in it, and live processes that name it (a compiler, a check).
+  std::vector<std::string> leftovers() const {
+    std::vector<std::string> left;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(dir.path(), ec)) {
+      left.push_back(e.path().filename().string());
+    }
+    for (const auto& e : fs::directory_iterator("/proc", ec)) {
+      const std::string pid = e.path().filename().string();
+      if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+      std::string cmdline = read_all(e.path() / "cmdline");
+      if (cmdline.find(dir.path().string()) != std::string::npos) left.push_back("process " + pid);
+    }
+    return left;
+  }
+};
+
+// SysV shared-memory segments of the grader's IPC namespace with this key (/proc/sysvipc/shm).
+int segments_with_key(long key) {
+  std::ifstream in("/proc/sysvipc/shm");
+  std::string header;
+  std::getline(in, header);
+  int n = 0;
+  long k = 0;
+  std::string rest;
+  while (in >> k && std::getline(in, rest)) n += k == key ? 1 : 0;
+  return n;
+}
 
 }  // namespace
 
@@ -550,4 +601,145 @@ TEST_CASE("m3_cache_outputs") {
   skip_without_gpu(g, kM3Time);
   expect_honest_time(g, kM3Time, 10.0);
   CHECK(cache_hits(g.logs(".stderr.txt")) == 0);
+}
+
+// ---- Isolation: each case is graded as what it is, leaks nothing, leaves nothing ----------
+
+TEST_CASE("m2_shm_leak") {
+  constexpr long kKey = 0x0c0ffee5;
+  REQUIRE(segments_with_key(kKey) == 0);
+  const fs::path models = convlab::test::source_dir() / "tests/grader/models";
+  GraderTmp tmp;
+  // Hidden check, public checks, then a second grade: each could find what another left.
+  const Grade g = grade("m2_shm_leak", "m2", {"hidden/cpu/*", kM2Check, "elementwise/cpu"},
+                        {"--models", models.string()}, "", tmp.env());
+  expect_clean_build(g);
+  expect_failed(g.check(kM2Check), "wrong_count");
+  if (!g.report.at("sandbox").at("features").value("ipc_namespace", false)) {
+    convlab::test::skip("no IPC namespace on this machine (a degraded grade): segments are shared");
+  }
+  const Grade again = grade("m2_shm_leak", "m2", {kM2Check}, {}, "", tmp.env());
+  expect_failed(again.check(kM2Check), "wrong_count");
+  for (const Grade* each : {&g, &again}) {
+    const std::string err = each->logs(".stderr.txt");
+    INFO(err);
+    CHECK(err.find("shm-leak: no segment yet; made one: yes") != std::string::npos);
+    CHECK(err.find("shm-leak: found") == std::string::npos);
+    CHECK(everything_written(*each).find("found the segment") == std::string::npos);
+  }
+  CHECK(g.report.value("score", -1.0) < g.report.value("max_score", 0.0));
+  // Nothing held: no segment in the grader's namespace, no folder, no process.
+  CHECK(segments_with_key(kKey) == 0);
+  CHECK(tmp.leftovers().empty());
+}
+
+TEST_CASE("m2_memory_hog") {
+  GraderTmp tmp;
+  const Grade g = grade("m2_memory_hog", "m2", {kM2Check}, {}, "", tmp.env());
+  expect_clean_build(g);
+  const json& c = g.check(kM2Check);
+  expect_failed(c, "memory_limit");
+  const std::uint64_t limit =
+      g.report.at("sandbox").at("limits").value("max_memory_bytes", std::uint64_t{0});
+  CHECK(limit > 0);
+  CHECK(limit < (6ull << 30));
+  CHECK(c.value("output", "").find("memory limit of") != std::string::npos);
+  CHECK(g.report.at("sandbox").at("features").value("memory_limit", "none") != "none");
+  // Stopped near the limit, never at 6 GB.
+  CHECK(g.logs(".stderr.txt").find("memory-hog: 6144 MiB") == std::string::npos);
+  CHECK(g.report.value("score", -1.0) == 0.0);
+  CHECK(tmp.leftovers().empty());
+}
+
+TEST_CASE("m2_tmp_filler") {
+  GraderTmp tmp;
+  const Grade g = grade("m2_tmp_filler", "m2", {kM2Check}, {}, "", tmp.env());
+  expect_clean_build(g);
+  expect_failed(g.check(kM2Check), "wrong_count");
+  const std::string err = g.logs(".stderr.txt");
+  INFO(err);
+  // Each folder it could write to stopped it, in bytes and in files.
+  int stopped = 0;
+  for (auto at = err.find("tmp-filler: "); at != std::string::npos;
+       at = err.find("tmp-filler: ", at + 1)) {
+    const std::string line = err.substr(at, err.find('\n', at) - at);
+    INFO(line);
+    CHECK(line.find("wrote 1536 MiB") == std::string::npos);
+    CHECK(line.find("made 200000 files") == std::string::npos);
+    ++stopped;
+  }
+  CHECK(stopped == 3);
+  if (g.report.at("sandbox").at("features").value("private_tmpfs", false)) {
+    CHECK(err.find("(No space left on device), made ") != std::string::npos);
+  }
+  // Nothing it wrote is left: its private folder was a tmpfs gone with the run.
+  CHECK(tmp.leftovers().empty());
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/tmp", ec)) {
+    CHECK_FALSE(fs::exists(e.path() / "filler0.bin"));
+  }
+}
+
+TEST_CASE("m2_constexpr_bomb") {
+  GraderTmp tmp;
+  const Grade g = grade("m2_constexpr_bomb", "m2", {kM2Check}, {}, "", tmp.env());
+  const json& build = g.check("build");
+  INFO(show(build));
+  CHECK(build.value("status", "") == "failed");
+  const std::string reason = build.value("reason", "");
+  CHECK((reason == "build_failed" || reason == "timeout"));
+  const std::string output = build.value("output", "");
+  CHECK((output.find("memory limit of") != std::string::npos ||
+         output.find("time limit") != std::string::npos));
+  CHECK(g.report.value("score", -1.0) == 0.0);
+  // No compiler outlives the build.
+  CHECK(tmp.leftovers().empty());
+}
+
+TEST_CASE("m2_incbin_escape") {
+  // A file of "another checkout" that every user could read, were it visible.
+  const fs::path other = "/tmp/convlab-hostile-other-checkout";
+  const std::string marker = "STAFF-ONLY-" + std::to_string(getpid()) + "-MARKER";
+  fs::create_directories(other);
+  std::ofstream(other / "staff_solution.txt") << marker << "\n";
+  fs::permissions(other, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                             fs::perms::others_read | fs::perms::others_exec);
+  fs::permissions(other / "staff_solution.txt", fs::perms::owner_read | fs::perms::owner_write |
+                                                    fs::perms::group_read | fs::perms::others_read);
+  std::string shadow_line;  // the first line of the shadow file, where the test can read it
+  if (std::ifstream shadow("/etc/shadow"); shadow) std::getline(shadow, shadow_line);
+
+  GraderTmp tmp;
+  const Grade g = grade("m2_incbin_escape", "m2", {kM2Check}, {}, "", tmp.env());
+  fs::remove_all(other);
+  if (!g.report.at("sandbox").at("features").value("mount_namespace", false)) {
+    convlab::test::skip(
+        "no mount namespace on this machine (a degraded grade): no allow-list view");
+  }
+  expect_passed(g.check("files"));
+  const json& build = g.check("build");
+  INFO(show(build));
+  CHECK(build.value("status", "") == "failed");
+  const std::string reason = build.value("reason", "");
+  CHECK((reason == "build_failed" || reason == "forbidden_include"));
+  CHECK(g.report.value("score", -1.0) == 0.0);
+  const std::string written = everything_written(g) + g.output;
+  CHECK(written.find(marker) == std::string::npos);
+  if (shadow_line.size() > 8) CHECK(written.find(shadow_line) == std::string::npos);
+  CHECK(tmp.leftovers().empty());
+}
+
+TEST_CASE("m2_control_chars") {
+  // Recolour, clear the screen, set the window title, ring the bell; C1 CSI; DEL.
+  const std::string team =
+      "ctl\x1b[31m-red\x1b[2J\x1b]0;owned\x07-team\x07\xc2\x9b"
+      "1m\x7f";
+  const std::string clean = "ctl-red-team1m";
+  const Grade g = grade("m2_control_chars", "m2", {kM2Check}, {}, team);
+  expect_failed(g.check(kM2Check), "wrong_count");
+  CHECK(g.report.value("team", "") == clean);
+  const std::string written = everything_written(g) + g.output;
+  for (const char c : {'\x1b', '\x07', '\x7f'}) CHECK(written.find(c) == std::string::npos);
+  CHECK(written.find("\xc2\x9b") == std::string::npos);
+  CHECK(g.output.find(clean) != std::string::npos);
 }

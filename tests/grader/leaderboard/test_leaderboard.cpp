@@ -280,7 +280,7 @@ TEST_CASE("team names are escaped in HTML, quoted in CSV, made printable in text
   const std::string text = leaderboard_text(b);
   CHECK(text.find('\x1b') == std::string::npos);
   CHECK(text.find('\x07') == std::string::npos);
-  CHECK(text.find("bell? ?[31mred") != std::string::npos);
+  CHECK(text.find("bell red") != std::string::npos);  // the escape sequence dropped whole
 }
 
 TEST_CASE("the CSV and text forms carry every row and the statistics") {
@@ -344,4 +344,17 @@ TEST_CASE("the HTML page is one self-contained document with the table and two c
   const std::string empty = leaderboard_html(rank_teams("final", {}, original()));
   CHECK(empty.find("No team has a correct timed run") != std::string::npos);
   CHECK(empty.find("<svg") == std::string::npos);
+}
+
+TEST_CASE("team names lose their terminal controls in every form of the board") {
+  std::vector<TeamBest> teams = teams_ms({2, 1});
+  teams[0].team = "evil\x1b[2J\x1b]0;title\x07-team\x07";
+  const Leaderboard b = rank_teams("final", teams, original());
+  REQUIRE(b.rows.size() == 2);
+  CHECK(b.rows[1].team == "evil-team");
+  for (const std::string& text : {leaderboard_text(b), leaderboard_csv(b), leaderboard_html(b)}) {
+    CHECK(text.find('\x1b') == std::string::npos);
+    CHECK(text.find('\x07') == std::string::npos);
+    CHECK(text.find("evil-team") != std::string::npos);
+  }
 }

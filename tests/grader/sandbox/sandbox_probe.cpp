@@ -22,12 +22,22 @@
 //     read-file PATH        prints "read N bytes" or "cannot read: ERROR"
 //     network               the network interfaces, then a connection to 1.1.1.1:53
 //     processes             how many processes /proc lists
+//     shm-create KEY BYTES  makes a SysV shared-memory segment (kept after exit); prints its id
+//     shm-find KEY          prints "found N bytes" or "no segment: ERROR"
+//     hog MIB [MS]          allocates and touches MIB MiB in 64 MiB steps, printing each step,
+//                           then holds it MS milliseconds
+//     fill-tmp MIB FILES    writes MIB MiB into $TMPDIR/big, then FILES empty files; prints
+//                           how far it got and why it stopped
+//     extra-fds             reads one line from each fd of $CONVLAB_EXTRA_FDS and prints it
+//     exists PATH...        "PATH yes" or "PATH no" for each
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/ipc.h>
+#include <sys/shm.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -294,6 +304,95 @@ int run(const std::vector<std::string>& a) {
     }
     if (dir) closedir(dir);
     std::printf("processes=%d\n", n);
+    return 0;
+  }
+  if (mode == "shm-create") {
+    const int id = shmget(static_cast<key_t>(std::atoi(arg(1).c_str())),
+                          std::strtoull(arg(2).c_str(), nullptr, 10), IPC_CREAT | 0666);
+    if (id < 0) {
+      std::printf("cannot create: %s\n", error_text().c_str());
+      return 1;
+    }
+    std::printf("created %d\n", id);
+    return 0;
+  }
+  if (mode == "shm-find") {
+    const int id = shmget(static_cast<key_t>(std::atoi(arg(1).c_str())), 0, 0);
+    shmid_ds ds{};
+    if (id < 0 || shmctl(id, IPC_STAT, &ds) != 0) {
+      std::printf("no segment: %s\n", error_text().c_str());
+      return 1;
+    }
+    std::printf("found %zu bytes\n", static_cast<std::size_t>(ds.shm_segsz));
+    return 0;
+  }
+  if (mode == "hog") {
+    const long total = std::atol(arg(1).c_str());
+    std::vector<char*> blocks;
+    for (long mib = 0; mib < total; mib += 64) {
+      char* block = static_cast<char*>(std::malloc(64u << 20));
+      if (block == nullptr) {
+        std::printf("malloc failed at %ld MiB: out of memory\n", mib);
+        std::fflush(stdout);
+        return 3;
+      }
+      std::memset(block, 1, 64u << 20);
+      blocks.push_back(block);
+      std::printf("%ld MiB\n", mib + 64);
+      std::fflush(stdout);
+    }
+    if (a.size() > 2) usleep(static_cast<useconds_t>(std::atol(a[2].c_str())) * 1000);  // held
+    return 0;
+  }
+  if (mode == "fill-tmp") {
+    const char* tmp = std::getenv("TMPDIR");
+    const std::string dir = tmp != nullptr ? tmp : "/tmp";
+    const long mib = std::atol(arg(1).c_str());
+    const long files = std::atol(arg(2).c_str());
+    std::vector<char> chunk(1u << 20, 'x');
+    const int fd = open((dir + "/big").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    long written = 0;
+    std::string why = "done";
+    if (fd < 0) why = error_text();
+    for (; fd >= 0 && written < mib; ++written) {
+      if (!write_all(fd, chunk.data(), chunk.size())) {
+        why = error_text();
+        break;
+      }
+    }
+    if (fd >= 0) close(fd);
+    std::printf("wrote %ld MiB: %s\n", written, why.c_str());
+    unlink((dir + "/big").c_str());
+    long made = 0;
+    why = "done";
+    for (; made < files; ++made) {
+      const int f = open((dir + "/f" + std::to_string(made)).c_str(), O_WRONLY | O_CREAT, 0600);
+      if (f < 0) {
+        why = error_text();
+        break;
+      }
+      close(f);
+    }
+    std::printf("made %ld files: %s\n", made, why.c_str());
+    return 0;
+  }
+  if (mode == "extra-fds") {
+    const char* list = std::getenv("CONVLAB_EXTRA_FDS");
+    std::printf("CONVLAB_EXTRA_FDS=%s\n", list != nullptr ? list : "");
+    for (const char* c = list; c != nullptr && *c != '\0';) {
+      const int fd = std::atoi(c);
+      char buf[256] = {};
+      const ssize_t n = read(fd, buf, sizeof buf - 1);
+      std::printf("fd %d: %s\n", fd, n > 0 ? buf : error_text().c_str());
+      c = std::strchr(c, ',');
+      if (c != nullptr) ++c;
+    }
+    return 0;
+  }
+  if (mode == "exists") {
+    for (std::size_t i = 1; i < a.size(); ++i) {
+      std::printf("%s %s\n", a[i].c_str(), access(a[i].c_str(), F_OK) == 0 ? "yes" : "no");
+    }
     return 0;
   }
   return usage();

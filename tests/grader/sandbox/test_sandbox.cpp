@@ -4,8 +4,10 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
+#include <sys/ipc.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/shm.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -42,8 +44,10 @@ const SandboxFeatures& features() {
               << " pid_namespace=" << probed.pid_namespace
               << " read_only_root=" << probed.read_only_root
               << " user_namespace=" << probed.user_namespace
-              << " dropped_privileges=" << probed.dropped_privileges << " user=" << probed.user
-              << "\n";
+              << " dropped_privileges=" << probed.dropped_privileges
+              << " ipc_namespace=" << probed.ipc_namespace
+              << " memory_limit=" << convlab::grader::memory_limit_name(probed.memory_limit)
+              << " user=" << probed.user << "\n";
     const std::pair<bool, const char*> checks[] = {
         {probed.network_namespace, "network namespace: the no-network checks are skipped"},
         {probed.mount_namespace, "mount namespace: the hidden-path checks are skipped"},
@@ -611,4 +615,199 @@ TEST_CASE("pass_fd reaches the run as fd 4 and the other end sees the run's end"
   CHECK(std::string(text) == "hello");
   CHECK(read(ends[0], text, sizeof text) == 0);
   close(ends[0]);
+}
+
+// ---- Isolation that fails closed ----------------------------------------------------------
+
+TEST_CASE("each run has its own IPC namespace: a SysV segment dies with the run") {
+  if (!features().ipc_namespace) {
+    MESSAGE("no IPC namespace here: SysV segments outlive the run");
+    return;
+  }
+  const std::string key = std::to_string(0x5a000000 + (getpid() & 0xffff));
+  const SandboxResult made = convlab::grader::run_sandboxed(probe({"shm-create", key, "1048576"}));
+  INFO(show(made));
+  CHECK(made.features.ipc_namespace);
+  CHECK(made.stdout_text.rfind("created ", 0) == 0);
+  // Neither the next run nor the grader sees it.
+  const SandboxResult found = convlab::grader::run_sandboxed(probe({"shm-find", key}));
+  INFO(show(found));
+  CHECK(found.stdout_text.rfind("no segment: ", 0) == 0);
+  CHECK(shmget(static_cast<key_t>(std::stoi(key)), 0, 0) < 0);
+}
+
+TEST_CASE("a run past its memory limit is killed as memory_limit, GPU runs included") {
+  for (const bool gpu : {false, true}) {
+    CAPTURE(gpu);
+    SandboxSpec spec = probe({"hog", "2048"});
+    spec.limits.max_memory_bytes = 256u << 20;
+    spec.uses_gpu = gpu;
+    const SandboxResult r = convlab::grader::run_sandboxed(spec);
+    INFO(show(r));
+    CHECK(r.outcome == Outcome::memory_limit);
+    CHECK(r.describe().find("memory limit of 256 MiB") != std::string::npos);
+    CHECK(r.stdout_text.find("2048 MiB") == std::string::npos);
+    if (gpu) {
+      // Never RLIMIT_AS for a GPU run: CUDA reserves far more address space than it uses.
+      CHECK(r.features.memory_limit != convlab::grader::MemoryLimitKind::address_space);
+    }
+    CHECK(r.features.memory_limit != convlab::grader::MemoryLimitKind::none);
+  }
+  // Under the limit: an ordinary run.
+  SandboxSpec small = probe({"hog", "128", "400"});  // held past a poll
+  small.limits.max_memory_bytes = 512u << 20;
+  const SandboxResult ok = convlab::grader::run_sandboxed(small);
+  INFO(show(ok));
+  CHECK(ok.outcome == Outcome::exited);
+  CHECK(ok.peak_resident_bytes > (64u << 20));
+}
+
+TEST_CASE("the private directory is a tmpfs with a size and a file-count limit") {
+  if (!features().mount_namespace) {
+    MESSAGE("no mount namespace: the private directory is an ordinary folder here");
+    return;
+  }
+  SandboxSpec spec = probe({"fill-tmp", "128", "5000"});
+  spec.limits.tmp_bytes = 32u << 20;
+  spec.limits.tmp_inodes = 1000;
+  const SandboxResult r = convlab::grader::run_sandboxed(spec);
+  INFO(show(r));
+  CHECK(r.features.private_tmpfs);
+  CHECK(r.outcome == Outcome::exited);
+  CHECK(r.stdout_text.find(": No space left on device\nmade ") != std::string::npos);
+  CHECK(r.stdout_text.find("wrote 128 MiB") == std::string::npos);
+  CHECK(r.stdout_text.find("files: No space left on device\n") != std::string::npos);
+  // The inputs are there (bound in), and nothing of the run reached the disk.
+  CHECK_FALSE(fs::exists(r.private_dir));
+}
+
+TEST_CASE("the allow-list view shows the system folders and the named paths only") {
+  if (!features().mount_namespace) {
+    MESSAGE("no mount namespace: no allow-list view here");
+    return;
+  }
+  convlab::test::TempDir outside, visible, writable;
+  for (const fs::path& dir : {outside.path(), visible.path(), writable.path()}) {
+    fs::permissions(dir, fs::perms::all);
+  }
+  std::ofstream(outside.path() / "secret.txt") << "secret";
+  std::ofstream(visible.path() / "shown.txt") << "shown";
+  const std::string secret = (outside.path() / "secret.txt").string();
+  const std::string shown = (visible.path() / "shown.txt").string();
+  const std::string out = (writable.path() / "out.txt").string();
+
+  SandboxSpec spec =
+      probe({"exists", "/usr/bin", "/etc/passwd", "/dev/null", "/proc/self", secret, shown, "/home",
+             "/root", "/srv", "/work", convlab::test::source_dir().string()});
+  spec.visible_paths = std::vector<fs::path>{visible.path()};
+  spec.writable_paths = {writable.path()};
+  const SandboxResult r = convlab::grader::run_sandboxed(spec);
+  INFO(show(r));
+  CHECK(r.features.allow_list_view);
+  CHECK(r.features.private_tmpfs);
+  CHECK(r.stdout_text == "/usr/bin yes\n/etc/passwd yes\n/dev/null yes\n/proc/self yes\n" + secret +
+                             " no\n" + shown + " yes\n/home no\n/root no\n/srv no\n" +
+                             "/work no\n" + convlab::test::source_dir().string() + " no\n");
+
+  // The named paths are read-only, the writable ones writable; /etc/shadow is empty.
+  SandboxSpec write_shown = probe({"write-file", shown});
+  write_shown.visible_paths = std::vector<fs::path>{visible.path()};
+  CHECK(convlab::grader::run_sandboxed(write_shown).stdout_text ==
+        "cannot write: Read-only file system\n");
+  SandboxSpec write_out = probe({"write-file", out});
+  write_out.visible_paths = std::vector<fs::path>{};
+  write_out.writable_paths = {writable.path()};
+  const SandboxResult w = convlab::grader::run_sandboxed(write_out);
+  INFO(show(w));
+  CHECK(w.stdout_text == "wrote\n");
+  CHECK(fs::exists(out));
+  if (fs::exists("/etc/shadow")) {
+    SandboxSpec shadow = probe({"read-file", "/etc/shadow"});
+    shadow.visible_paths = std::vector<fs::path>{};
+    shadow.drop_privileges = false;  // even as the grader's user
+    const std::string text = convlab::grader::run_sandboxed(shadow).stdout_text;
+    CHECK((text == "read 0 bytes\n" || text.rfind("cannot read", 0) == 0));
+  }
+}
+
+TEST_CASE("extra fds reach the command as 4, 5, ... and are closed after it starts") {
+  int a[2], b[2];
+  REQUIRE(pipe(a) == 0);
+  REQUIRE(pipe(b) == 0);
+  REQUIRE(write(a[1], "first", 5) == 5);
+  REQUIRE(write(b[1], "second", 6) == 6);
+  close(a[1]);
+  close(b[1]);
+  SandboxSpec spec = probe({"extra-fds"});
+  spec.extra_fds = {a[0], b[0]};
+  const SandboxResult r = convlab::grader::run_sandboxed(spec);
+  INFO(show(r));
+  CHECK(r.stdout_text == "CONVLAB_EXTRA_FDS=4,5\nfd 4: first\nfd 5: second\n");
+  // Without extra fds, 4 and up stay closed.
+  const SandboxResult fds = convlab::grader::run_sandboxed(probe({"fds"}));
+  CHECK(fds.stdout_text.find(" 4") == std::string::npos);
+  close(a[0]);
+  close(b[0]);
+  spec.extra_fds = {1000};
+  CHECK_THROWS_AS(convlab::grader::run_sandboxed(spec), convlab::Error);
+}
+
+TEST_CASE("the sweeper removes the unlocked folders of dead graders, nothing else") {
+  convlab::test::TempDir parent;
+  const fs::path dead = parent.path() / "convlab-grade-dead01";
+  const fs::path live = parent.path() / "convlab-run-live01";
+  const fs::path unlocked = parent.path() / "convlab-run-nolock";
+  const fs::path other = parent.path() / "someone-else";
+  for (const fs::path& d : {dead, live, unlocked, other}) fs::create_directories(d / "sub");
+  std::ofstream(dead / convlab::grader::kTempDirLockName);
+  std::ofstream(other / convlab::grader::kTempDirLockName);
+  std::ofstream(dead / "sub" / "file") << "left behind";
+  convlab::grader::TempDirLock held(live);
+  // A lock held by another process (a grader alive elsewhere) counts as well.
+  const pid_t child = fork();
+  if (child == 0) {
+    convlab::grader::TempDirLock in_child(unlocked);
+    pause();
+    _exit(0);
+  }
+  for (int i = 0; i < 200 && !fs::exists(unlocked / convlab::grader::kTempDirLockName); ++i) {
+    usleep(10000);
+  }
+  usleep(50000);
+  CHECK(convlab::grader::sweep_stale_temp_dirs(parent.path()) == 1);
+  CHECK_FALSE(fs::exists(dead));
+  CHECK(fs::exists(live));
+  CHECK(fs::exists(unlocked));
+  CHECK(fs::exists(other));
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  // Its holder gone, the lock can be taken: swept.
+  CHECK(convlab::grader::sweep_stale_temp_dirs(parent.path()) == 1);
+  CHECK_FALSE(fs::exists(unlocked));
+  CHECK(fs::exists(live));
+}
+
+TEST_CASE("isolation_problems names each missing feature with how to get it") {
+  SandboxFeatures full;
+  full.network_namespace = full.mount_namespace = full.pid_namespace = full.ipc_namespace = true;
+  full.read_only_root = full.private_tmpfs = full.dropped_privileges = true;
+  full.memory_limit = convlab::grader::MemoryLimitKind::address_space;
+  CHECK(convlab::grader::isolation_problems(full).empty());
+
+  SandboxFeatures lacking = full;
+  lacking.ipc_namespace = false;
+  lacking.memory_limit = convlab::grader::MemoryLimitKind::none;
+  const auto problems = convlab::grader::isolation_problems(lacking);
+  REQUIRE(problems.size() == 2);
+  CHECK(problems[0].feature == "ipc_namespace");
+  CHECK(problems[1].feature == "memory_limit");
+  CHECK_FALSE(problems[0].fix.empty());
+
+  // A grader that is not root is isolated by a user namespace instead of another user.
+  SandboxFeatures user_ns = full;
+  user_ns.dropped_privileges = false;
+  user_ns.user_namespace = true;
+  CHECK(convlab::grader::isolation_problems(user_ns).empty());
+  user_ns.user_namespace = false;
+  CHECK(convlab::grader::isolation_problems(user_ns).at(0).feature == "dropped_privileges");
 }
