@@ -59,6 +59,11 @@ Milestone load_milestone(const fs::path& root, const std::string& id) {
                           c.at("expected_correct").get<std::int64_t>(), c.value("device", ""),
                           c.value("points", 0)});
     }
+    if (j.contains("grading") && j.at("grading").contains("elementwise")) {
+      const auto& e = j.at("grading").at("elementwise");
+      m.elementwise_atol = e.value("atol", m.elementwise_atol);
+      m.elementwise_rtol = e.value("rtol", m.elementwise_rtol);
+    }
     if (m.id != id) throw Error("it says it is milestone '" + m.id + "'");
     return m;
   } catch (const nlohmann::json::exception& e) {
