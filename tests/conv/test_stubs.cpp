@@ -32,6 +32,7 @@ TEST_CASE("m2: the stub names student/m2/conv_cpu.cpp and its handout, or the co
   std::vector<float> ref(y.size());
   conv_forward_reference(ref.data(), x.data(), k.data(), s);
   const auto cmp = test::compare_conv_output(y, ref, s);
-  CHECK_MESSAGE(cmp.ok, "student/m2/conv_cpu.cpp differs from the library convolution on " +
-                            s.to_string() + " (run convlab check m2):\n" + cmp.report);
+  const std::string why = "student/m2/conv_cpu.cpp differs from the library convolution on " +
+                          s.to_string() + " (run convlab check m2):\n" + cmp.report;
+  CHECK_MESSAGE(cmp.ok, why);
 }

@@ -38,8 +38,10 @@ TEST_CASE("every GPU stub names its file and handout section, or the code is rig
       continue;
     }
     const auto cmp = test::compare_conv_output(y.download(), ref, s);
-    CHECK_MESSAGE(cmp.ok, std::string(v.student_file) + " differs from the library convolution on " +
-                              s.to_string() + " (run convlab check " + std::string(v.milestone) +
-                              " --variant " + std::string(v.name) + "):\n" + cmp.report);
+    const std::string why = std::string(v.student_file) +
+                            " differs from the library convolution on " + s.to_string() +
+                            " (run convlab check " + std::string(v.milestone) + " --variant " +
+                            std::string(v.name) + "):\n" + cmp.report;
+    CHECK_MESSAGE(cmp.ok, why);
   }
 }

@@ -179,13 +179,14 @@ TEST_CASE("a file outside student/ that defines a student entry point stops the 
   CHECK_FALSE(fs::exists(out / "RELEASE"));
   CHECK(fs::exists(out / "keep.txt"));
 
-  // Declarations, calls and names in text are not definitions.
+  // Declarations, calls and names in text are not definitions (a body after a name is one,
+  // even in a comment or a string: the rule errs on the side of the kit).
   fs::remove(root / "tests/conv/fixture.cpp");
   fs::remove(root / "reference/core/helper.cuh");
   write(root / "reference/conv/uses.cpp",
         "void conv_forward_cpu(float* y, const float* x, const float* k, const ConvShape& s);\n"
         "void f() { student::conv_baseline(y, x, k, s, stream); }\n"
-        "auto* p = &conv_best;  // conv_unroll() { is a comment\n"
+        "auto* p = &conv_best;  // conv_unroll() is named in a comment\n"
         "int my_conv_forward_cpu(int a) { return a; }\n");
   CHECK_MESSAGE(release(root, out, "--force", &output) == 0, output);
 }
