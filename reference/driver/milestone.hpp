@@ -10,8 +10,9 @@
 
 namespace convlab {
 
-/// The convlab tree the driver reads models and milestone data from: $CONVLAB_ROOT if set,
-/// else the source tree it was built from.
+/// The convlab tree the driver reads models and milestone data from: $CONVLAB_ROOT if set, else
+/// PREFIX/share/convlab for an installed convlab (PREFIX/bin/convlab), else the source tree it
+/// was built from.
 std::filesystem::path convlab_root();
 
 /// One expected result: the correct-prediction count of `model` on the first `images` test
