@@ -16,7 +16,10 @@
 namespace convlab {
 
 /// Which tensor of an element-wise case a value stream fills.
-enum class ElementwiseTensor : std::uint64_t { x = 0, k = 1 };
+enum class ElementwiseTensor : std::uint64_t {
+  x = 0,  ///< the input x[B][C][H][W]
+  k = 1   ///< the filters k[M][C][K][K]
+};
 
 /// The element-wise inputs: for seed `seed`, shape number `shape_index` (its position in the
 /// list of shapes) and tensor x or k, `count` values uniform on [-1, 1).
