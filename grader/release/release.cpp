@@ -311,7 +311,7 @@ ReleasePlan plan_release(const fs::path& root_in, const fs::path& exclude) {
       } else if (auto s = kStaffOnly.find(rel); s != kStaffOnly.end()) {
         leave(s->second);
       } else if (rel.starts_with("tools/") && !kTeamTools.contains(rel)) {
-        leave("staff tool (trainer, calibrator)");
+        leave("staff tool");
       } else if (it->is_symlink()) {
         leave("symbolic link");
       } else if (base.starts_with(".")) {

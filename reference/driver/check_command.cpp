@@ -155,7 +155,9 @@ int check_targets(const std::vector<CheckTarget>& targets, const std::string& mi
         ok = ok && shape_ok;
       }
     } catch (const NotImplemented& e) {
-      out << "not implemented yet: " << e.what() << "\n";
+      // Alone, the stub's message is the command's error; in a list, it is one line of it.
+      out << "not implemented yet" << (targets.size() > 1 ? std::string(": ") + e.what() : "")
+          << "\n";
       if (!first_missing) first_missing = e;
       continue;
     } catch (const Error& e) {
