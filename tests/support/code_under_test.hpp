@@ -11,6 +11,9 @@
 #include "tests/support/test_support.hpp"
 
 #ifdef CONVLAB_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+#include "reference/core/cuda_check.hpp"
 #include "reference/core/device_buffer.hpp"
 #endif
 
