@@ -46,6 +46,8 @@ for model in ece408-high ece408-low; do
   check "final-$model" "$convlab" run final "$model" 10000 --impl solution --variant all --runs 5 \
     --json "$logdir/final-$model.json"
 done
+check check-m3 "$convlab" check m3 --impl solution --seed 1
+check check-final "$convlab" check final --variant all --impl solution --seed 1
 check m1-cpu "$convlab" run m1 baseline 10000 --device cpu
 check m1-gpu "$convlab" run m1 baseline 10000 --device gpu
 check final-two-conv "$convlab" run final two-conv 10000 --impl solution --variant all

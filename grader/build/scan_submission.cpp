@@ -1,7 +1,10 @@
-// Which files of a submission are graded: the milestone's files by their path, or by their
-// name when the upload is flat; framework files handed in unchanged are ignored; the rest is
-// refused with a reason that names the graded files.
+// Which files of a submission are graded: framework files handed in unchanged (a whole
+// checkout of the framework or of the student release) are ignored before any other rule;
+// then the milestone's files by their path, or by their name when the upload is flat; the rest
+// is refused with a reason that names the graded files.
 #include <algorithm>
+#include <array>
+#include <fstream>
 #include <map>
 #include <set>
 #include <system_error>
@@ -44,6 +47,32 @@ bool bad_name(const fs::path& rel) {
   }
   return false;
 }
+
+// Whether two files hold the same bytes, read in chunks (model files are megabytes).
+bool same_bytes(const fs::path& a, const fs::path& b) {
+  std::error_code ec;
+  const auto size = fs::file_size(a, ec);
+  if (ec || !fs::is_regular_file(fs::symlink_status(b, ec)) || fs::file_size(b, ec) != size || ec) {
+    return false;
+  }
+  std::ifstream fa(a, std::ios::binary), fb(b, std::ios::binary);
+  std::array<char, 65536> ba{}, bb{};
+  while (fa && fb) {
+    fa.read(ba.data(), ba.size());
+    fb.read(bb.data(), bb.size());
+    if (fa.gcount() != fb.gcount() ||
+        !std::equal(ba.begin(), ba.begin() + fa.gcount(), bb.begin())) {
+      return false;
+    }
+  }
+  return fa.eof() && fb.eof();
+}
+
+// The student release's own files (its README, setup script), kept in the framework under
+// this folder, and its manifest at the top, written by `convlab release`.
+constexpr const char* kKitFiles = "grader/release/kit";
+constexpr const char* kKitManifest = "RELEASE";
+constexpr const char* kKitManifestHead = "# convlab student release";
 
 std::string graded_list(const std::vector<std::string>& allowed) {
   if (allowed.empty()) return "this milestone grades no file of yours: hand in nothing for it";
@@ -92,6 +121,19 @@ SubmissionFiles scan_submission(const fs::path& submission, const std::vector<st
     result.rejected.emplace_back(printable(shown_prefix + rel), why);
   };
 
+  // A framework file handed in unchanged (a whole checkout of the framework or of the student
+  // release): any size, and the release's own files and manifest too.
+  const auto unchanged_framework_file = [&](const std::string& rel) {
+    if (!build_detail::is_framework_file(rel) || allowed_set.count(rel) != 0) return false;
+    if (same_bytes(base / rel, framework_root / rel) ||
+        same_bytes(base / rel, framework_root / kKitFiles / rel)) {
+      return true;
+    }
+    if (rel != kKitManifest) return false;
+    const auto text = read_regular_file(base / rel, kMaxFileBytes);
+    return text && text->starts_with(kKitManifestHead);
+  };
+
   // Every regular file, relative to `base`, sorted.
   std::vector<std::string> files;
   fs::recursive_directory_iterator it(base, fs::directory_options::none, ec), end;
@@ -117,6 +159,9 @@ SubmissionFiles scan_submission(const fs::path& submission, const std::vector<st
       continue;
     }
     if (name == ".DS_Store") continue;
+    if (fs::is_regular_file(status) && !bad_name(rel_path) && unchanged_framework_file(rel)) {
+      continue;
+    }
     if (bad_name(rel_path)) {
       reject(rel, "its name has '..', a backslash or a control character: rename it");
     } else if (fs::is_symlink(status)) {
@@ -131,14 +176,6 @@ SubmissionFiles scan_submission(const fs::path& submission, const std::vector<st
     }
   }
   std::sort(files.begin(), files.end());
-
-  // Framework files handed in unchanged (a whole checkout) are ignored.
-  const auto unchanged_framework_file = [&](const std::string& rel) {
-    if (!build_detail::is_framework_file(rel)) return false;
-    const auto mine = read_regular_file(base / rel, kMaxFileBytes);
-    const auto theirs = read_regular_file(framework_root / rel, kMaxFileBytes);
-    return mine && theirs && *mine == *theirs;
-  };
 
   // By path first; then by name for the files left (a flat upload), when that is unambiguous.
   std::map<std::string, std::string> taken;  // allowed path -> file in the submission
@@ -156,10 +193,9 @@ SubmissionFiles scan_submission(const fs::path& submission, const std::vector<st
     const std::string name = fs::path(rel).filename().string();
     const auto match = by_basename.find(name);
     if (match == by_basename.end()) {
-      if (!unchanged_framework_file(rel)) reject(rel, graded_list(graded));
+      reject(rel, graded_list(graded));
       continue;
     }
-    if (unchanged_framework_file(rel)) continue;
     if (match->second.size() > 1) {
       std::string paths;
       for (const std::string& p : match->second) paths += (paths.empty() ? "" : " or ") + p;

@@ -300,7 +300,9 @@ void add_grade_all_command(CLI::App& app, int& exit_code) {
       "be, 1 on bad input, 130 when interrupted");
   cmd->add_option("DIR", a->submissions, "Folder with one subfolder per team (the team's name)")
       ->required();
-  cmd->add_option("--milestone", a->milestone, "m2, m3, final or all")->required();
+  cmd->add_option("--milestone", a->milestone, "m2, m3, final or all")
+      ->required()
+      ->check(CLI::IsMember({"m2", "m3", "final", "all"}));
   cmd->add_option("--out", a->out,
                   "Results folder: <out>/<team>/, summary.csv, summary.json "
                   "(default ./grade-all-<milestone>)");
@@ -311,7 +313,7 @@ void add_grade_all_command(CLI::App& app, int& exit_code) {
                   "Seed of the element-wise inputs, the same for every team "
                   "(default: each grade draws its own)");
   cmd->add_option("--runs", a->runs, "Timed runs of the ranked check (default: the milestone's)")
-      ->check(CLI::Range(1, 1000));
+      ->check(CLI::Range(1, 100));  // what convlab grade accepts
   cmd->add_option("--cache", a->cache, "Where the pristine framework is built once and reused");
   cmd->add_option("--jobs,-j", a->jobs,
                   "Teams graded at once for m2 (default: half the cores, at least 1)")

@@ -592,8 +592,12 @@ void Grading::add_build_checks() {
                                               : "Your files did not compile.\n";
       for (const std::string& line : b.forbidden) out += line + "\n";
       out += "\nCompiler output:\n" + log +
-             "\nBuild the same files yourself (cmake --build --preset default) and fix the "
-             "first error first.";
+             "\nBuild the same files yourself (cmake --build --preset " +
+             std::string(std::any_of(specs_.begin(), specs_.end(),
+                                     [](const MilestoneSpec& spec) { return spec.gpu; })
+                             ? "default"
+                             : "cpu") +
+             ") and fix the first error first.";
       c.output = out;
     }
   }

@@ -1,11 +1,13 @@
 // `convlab grade`: grades one submission and prints a summary table.
 #include <CLI/CLI.hpp>
+#include <fstream>
 #include <iostream>
 #include <memory>
 
 #include "grader/cli/commands.hpp"
 #include "grader/grade/grade.hpp"
 #include "grader/grade/report.hpp"
+#include "reference/core/error.hpp"
 
 namespace convlab::grader {
 
@@ -17,7 +19,7 @@ void add_grade_command(CLI::App& app, int& exit_code) {
     std::uint64_t seed = 0;
     int runs = 0;
     double time_limit = 0.0;
-    bool json = false;
+    std::string json;
   };
   auto a = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand(
@@ -63,8 +65,7 @@ void add_grade_command(CLI::App& app, int& exit_code) {
                 "unprivileged user, a memory limit...); report.json records which");
   cmd->add_flag("--keep-work", a->options.keep_work,
                 "keep the build folder and each check's sandbox folder");
-  cmd->add_flag("--json", a->json,
-                "print the report (report.json) on stdout; progress goes to stderr");
+  cmd->add_option("--json", a->json, "also write the report (report.json's content) to this file");
   cmd->callback([a, seed, runs, time_limit, &exit_code] {
     GradeOptions& o = a->options;
     o.submission = a->submission;
@@ -77,13 +78,13 @@ void add_grade_command(CLI::App& app, int& exit_code) {
     if (*time_limit) o.time_limit_s = a->time_limit;
     if (*seed) o.seed = a->seed;
     if (*runs) o.runs = a->runs;
-    std::ostream& progress = a->json ? std::cerr : std::cout;
     const GradeResult r =
-        grade_submission(o, [&](const std::string& line) { progress << line << std::endl; });
-    if (a->json) {
-      std::cout << report_json(r) << std::endl;
-    } else {
-      std::cout << "\n" << summary_table(r) << std::flush;
+        grade_submission(o, [&](const std::string& line) { std::cout << line << std::endl; });
+    std::cout << "\n" << summary_table(r) << std::flush;
+    if (!a->json.empty()) {
+      std::ofstream f(a->json);
+      f << report_json(r) << "\n";
+      if (!f) throw Error("cannot write the JSON report to " + a->json);
     }
     // 0: the grade is complete, whatever the score; 2: the grader could not complete it.
     exit_code = r.grader_error.empty() ? 0 : 2;

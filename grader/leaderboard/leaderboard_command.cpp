@@ -1,6 +1,7 @@
 // `convlab leaderboard --db FILE`: the board from the results database, as a table, CSV and
 // HTML.
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -20,7 +21,7 @@ namespace {
 struct LeaderboardOptions {
   std::string db;
   std::string milestone = "final";
-  std::optional<std::string> html, csv, labels, rule;
+  std::optional<std::string> html, csv, labels, rule, json;
   bool anonymize = false;
 };
 
@@ -75,6 +76,27 @@ int run_leaderboard(const LeaderboardOptions& opt) {
     write_file(*opt.html, leaderboard_html(board), "HTML leaderboard");
     std::cout << "HTML page written to " << *opt.html << "\n";
   }
+  if (opt.json) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (const LeaderboardRow& r : board.rows) {
+      rows.push_back({{"rank", r.rank},
+                      {"team", r.team},
+                      {"op_time_s", r.best.op_time_s},
+                      {"reference_time_s", r.best.reference_time_s ? nlohmann::json(*r.best.reference_time_s)
+                                                                  : nlohmann::json(nullptr)},
+                      {"stddevs_from_median", r.stddevs_from_median},
+                      {"points", r.points}});
+    }
+    const nlohmann::json doc{{"milestone", board.milestone},
+                             {"reference", board.milestone == "m2" ? "CPU library convolution"
+                                                                   : "cuDNN"},
+                             {"median_s", board.median_s},
+                             {"stddev_s", board.stddev_s},
+                             {"anonymized", board.anonymized},
+                             {"rows", rows}};
+    write_file(*opt.json, doc.dump(2) + "\n", "JSON leaderboard");
+    std::cout << "JSON written to " << *opt.json << "\n";
+  }
   if (opt.labels) {
     // Which label is whose, for the instructor to tell each team its own. Both boards sort
     // by time and then by real name, so their rows line up.
@@ -109,7 +131,9 @@ void add_leaderboard_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--db", opt->db, "the results database that convlab grade --db wrote")
       ->required();
   cmd->add_option("--milestone", opt->milestone, "the milestone to rank: final, m3 or m2")
+      ->check(CLI::IsMember({"m2", "m3", "final"}))
       ->capture_default_str();
+  cmd->add_option("--json", opt->json, "also write the board as JSON to this file");
   cmd->add_option("--html", opt->html, "also write the board as one self-contained HTML page");
   cmd->add_option("--csv", opt->csv, "also write the board as CSV");
   cmd->add_flag("--anonymize", opt->anonymize,

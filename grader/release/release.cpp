@@ -6,12 +6,14 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <ctime>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -24,26 +26,30 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The starter kit is an allow-list at the top level, so a new staff folder stays out until
-// someone decides it belongs in the kit.
-const std::set<std::string> kTopFiles{".clang-format", ".gitignore", "CMakeLists.txt",
-                                      "CMakePresets.json", "README.md"};
+// The release rule, in one place. The top level is an allow-list, so a new staff folder stays
+// out until someone decides it belongs in the kit; inside it, kStaffOnly names what stays out.
+const std::set<std::string> kTopFiles{".clang-format", ".gitignore",  "CHANGELOG.md", "CMakeLists.txt",
+                                      "CMakePresets.json", "LICENSE", "README.md"};
 const std::set<std::string> kTopDirs{"cmake",     "datasets", "docs",  "grader", "milestones",
                                      "reference", "student",  "tests", "tools"};
 // Inside tools/, only the scripts a team runs.
 const std::set<std::string> kTeamTools{"tools/setup.sh", "tools/test.sh", "tools/preset.sh",
                                        "tools/gpu-check.sh"};
-// Staff-only parts inside the allowed folders, with the reason shown in the manifest.
-const std::map<std::string, std::string> kStaffPaths{
+// Staff-only paths (a file or a whole folder), with the reason shown in the manifest. The
+// grader's suites are all here: the hostile submissions and several build and grade tests
+// hold working convolutions, and the others test staff tools.
+const std::map<std::string, std::string> kStaffOnly{
     {"reference/solutions", "staff solutions"},
     {"docs/instructor.md", "instructor guide"},
     {"grader/class", "class grading (staff)"},
     {"grader/release", "the release tool (staff)"},
     {"grader/gradescope", "Gradescope autograder scripts (staff)"},
-    {"tests/grader/class", "tests of staff tools"},
-    {"tests/grader/release", "tests of staff tools"},
+    {"tests/grader", "grader tests (staff: hostile submissions, staff code, staff tools)"},
     {"tests/tools", "tests of staff tools"},
 };
+// Files of the kit that differ from the staff tree's: kKitOverlay/X becomes X in the kit (its
+// own README, setup script and GPU check).
+const fs::path kKitOverlay = "grader/release/kit";
 
 bool is_junk_name(const std::string& name) {
   static const std::array<const char*, 6> suffixes{"~", ".swp", ".swo", ".orig", ".rej", ".pyc"};
@@ -144,6 +150,17 @@ std::string source_commit(const fs::path& root) {
   return text;
 }
 
+std::string read_text(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+bool is_binary_data(const fs::path& p) {
+  return p.extension() == ".safetensors" || p.extension() == ".gz";
+}
+
 void check_output_folder(const fs::path& root, const fs::path& out, bool force) {
   if (out == root || is_under(root, out)) {
     throw Error("--out " + out.string() + " is the framework tree or contains it; choose a " +
@@ -175,6 +192,85 @@ void check_output_folder(const fs::path& root, const fs::path& out, bool force) 
 }
 
 }  // namespace
+
+std::vector<std::string> student_entry_points(const fs::path& root) {
+  const fs::path api = root / "reference/conv/student_api.hpp";
+  const fs::path def = root / "reference/conv/gpu_variants.def";
+  if (!fs::is_regular_file(api) && !fs::is_regular_file(def)) {
+    throw Error("cannot find the student API (" + api.string() + ", " + def.string() +
+                "): the release checks that no shipped file outside student/ defines it");
+  }
+  std::vector<std::string> names;
+  // The functions declared inside `namespace student { ... }` blocks.
+  const std::string text = read_text(api);
+  static const std::regex block(R"(namespace student \{([^}]*)\})");
+  static const std::regex fn(R"(\bvoid\s+(\w+)\s*\()");
+  for (auto b = std::sregex_iterator(text.begin(), text.end(), block); b != std::sregex_iterator();
+       ++b) {
+    const std::string body = (*b)[1];
+    for (auto f = std::sregex_iterator(body.begin(), body.end(), fn); f != std::sregex_iterator();
+         ++f) {
+      names.push_back((*f)[1]);
+    }
+  }
+  const std::string variants = read_text(def);
+  static const std::regex variant(R"(^CONVLAB_GPU_VARIANT\((\w+),)", std::regex::multiline);
+  static const std::regex fused(R"(^CONVLAB_GPU_FUSED_VARIANT\((\w+)\))", std::regex::multiline);
+  for (auto v = std::sregex_iterator(variants.begin(), variants.end(), variant);
+       v != std::sregex_iterator(); ++v) {
+    names.push_back("conv_" + (*v)[1].str());
+  }
+  for (auto v = std::sregex_iterator(variants.begin(), variants.end(), fused);
+       v != std::sregex_iterator(); ++v) {
+    names.push_back("conv_tanh_maxpool_" + (*v)[1].str());
+  }
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  return names;
+}
+
+std::vector<std::string> find_definitions(const std::string& text,
+                                          const std::vector<std::string>& names) {
+  std::vector<std::string> found;
+  const auto is_word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  for (const std::string& name : names) {
+    for (std::size_t at = text.find(name); at != std::string::npos;
+         at = text.find(name, at + 1)) {
+      if ((at > 0 && is_word(text[at - 1])) ||
+          (at + name.size() < text.size() && is_word(text[at + name.size()]))) {
+        continue;
+      }
+      std::size_t i = at + name.size();
+      while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
+      if (i >= text.size() || text[i] != '(') continue;
+      // The parameter list, then what may stand between it and a body.
+      int depth = 0;
+      for (; i < text.size(); ++i) {
+        if (text[i] == '(') ++depth;
+        if (text[i] == ')' && --depth == 0) break;
+      }
+      if (i >= text.size()) continue;
+      ++i;
+      for (;;) {
+        while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
+        bool skipped = false;
+        for (const std::string_view word : {"const", "noexcept", "override", "final"}) {
+          if (text.compare(i, word.size(), word) == 0 &&
+              (i + word.size() >= text.size() || !is_word(text[i + word.size()]))) {
+            i += word.size();
+            skipped = true;
+          }
+        }
+        if (!skipped) break;
+      }
+      if (i < text.size() && text[i] == '{') {
+        const auto line = 1 + std::count(text.begin(), text.begin() + static_cast<long>(at), '\n');
+        found.push_back(std::to_string(line) + ": defines " + name);
+      }
+    }
+  }
+  return found;
+}
 
 ReleasePlan plan_release(const fs::path& root_in, const fs::path& exclude) {
   const fs::path root = fs::weakly_canonical(root_in);
@@ -212,10 +308,10 @@ ReleasePlan plan_release(const fs::path& root_in, const fs::path& exclude) {
       };
       if (!skip.empty() && is_under(p, skip)) {
         leave("the release folder itself");
-      } else if (auto s = kStaffPaths.find(rel); s != kStaffPaths.end()) {
+      } else if (auto s = kStaffOnly.find(rel); s != kStaffOnly.end()) {
         leave(s->second);
       } else if (rel.starts_with("tools/") && !kTeamTools.contains(rel)) {
-        leave("staff tool (trainer, calibrator)");
+        leave("staff tool");
       } else if (it->is_symlink()) {
         leave("symbolic link");
       } else if (base.starts_with(".")) {
@@ -236,8 +332,32 @@ ReleasePlan plan_release(const fs::path& root_in, const fs::path& exclude) {
       }
     }
   }
+  // The kit's own files replace the staff tree's.
+  if (fs::is_directory(root / kKitOverlay)) {
+    for (const auto& e : fs::recursive_directory_iterator(root / kKitOverlay)) {
+      if (!e.is_regular_file() || is_junk_name(e.path().filename().string())) continue;
+      const std::string from = e.path().lexically_relative(root).generic_string();
+      const std::string to = e.path().lexically_relative(root / kKitOverlay).generic_string();
+      if (std::find(plan.files.begin(), plan.files.end(), to) == plan.files.end()) {
+        plan.files.push_back(to);
+      }
+      plan.sources[to] = from;
+    }
+  }
   std::sort(plan.files.begin(), plan.files.end());
   std::sort(plan.left_out.begin(), plan.left_out.end());
+
+  // No shipped file outside student/ may define what a team writes: a working convolution in a
+  // test fixture or a helper would hand the kit's readers the answer.
+  const std::vector<std::string> names = student_entry_points(root);
+  for (const std::string& rel : plan.files) {
+    if (rel.starts_with("student/")) continue;
+    const std::string from = plan.sources.contains(rel) ? plan.sources.at(rel) : rel;
+    if (is_binary_data(from)) continue;
+    for (const std::string& d : find_definitions(read_text(root / from), names)) {
+      plan.entry_point_definitions.push_back(from + ":" + d);
+    }
+  }
   return plan;
 }
 
@@ -248,11 +368,18 @@ ReleaseResult make_release(const ReleaseOptions& options, const ReleaseProgressF
   if (options.out.empty()) throw Error("--out is required: the folder the starter kit goes to");
   const fs::path root = fs::weakly_canonical(options.root);
   const fs::path out = fs::weakly_canonical(fs::absolute(options.out));
-  check_output_folder(root, out, options.force);
-
   ReleaseResult result;
   result.plan = plan_release(root, out);
   const ReleasePlan& plan = result.plan;
+  if (!plan.entry_point_definitions.empty()) {
+    std::string list;
+    for (const std::string& d : plan.entry_point_definitions) list += "\n  " + d;
+    throw Error("refusing to write the starter kit: these files outside student/ define a "
+                "student entry point, and would ship a solution:" + list +
+                "\nAdd their paths to the staff-only list (kStaffOnly in "
+                "grader/release/release.cpp) or remove the definitions; nothing was written");
+  }
+  check_output_folder(root, out, options.force);
   say("copying " + std::to_string(plan.files.size()) + " files from " + root.string() + " to " +
       out.string());
   std::error_code ec;
@@ -261,8 +388,9 @@ ReleaseResult make_release(const ReleaseOptions& options, const ReleaseProgressF
   for (const std::string& rel : plan.files) {
     const fs::path dst = out / rel;
     fs::create_directories(dst.parent_path(), ec);
-    if (!ec) fs::copy_file(root / rel, dst, fs::copy_options::overwrite_existing, ec);
-    if (!ec) fs::permissions(dst, fs::status(root / rel).permissions(), ec);
+    const fs::path src = root / (plan.sources.contains(rel) ? plan.sources.at(rel) : rel);
+    if (!ec) fs::copy_file(src, dst, fs::copy_options::overwrite_existing, ec);
+    if (!ec) fs::permissions(dst, fs::status(src).permissions(), ec);
     if (ec) throw Error("cannot copy " + rel + " to " + dst.string() + ": " + ec.message());
     result.bytes += fs::file_size(dst);
   }

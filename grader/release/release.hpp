@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,8 +17,14 @@ namespace convlab::grader {
 
 /// What goes into a release and what stays out.
 struct ReleasePlan {
-  /// Files to copy, relative to the framework root, sorted.
+  /// Files of the kit, relative to its top, sorted.
   std::vector<std::string> files;
+  /// Kit files copied from another path of the tree (grader/release/kit/X becomes X): kit path
+  /// -> tree path. Every other file is copied from the same path.
+  std::map<std::string, std::string> sources;
+  /// "FILE:LINE: defines NAME" for every shipped file outside student/ that defines a student
+  /// entry point (student_api.hpp, gpu_variants.def). make_release refuses a non-empty list.
+  std::vector<std::string> entry_point_definitions;
   /// (path, why) of everything left out; a folder left out is one entry.
   std::vector<std::pair<std::string, std::string>> left_out;
   /// Model files (.safetensors) that are not public models: never copied. A non-empty list is
@@ -49,8 +56,20 @@ struct ReleaseResult {
 /// One line of progress for the terminal.
 using ReleaseProgressFn = std::function<void(const std::string& line)>;
 
-/// Copies the plan's files into options.out and writes the manifest. Throws Error when `out`
-/// is not empty (without force), overlaps the framework tree, or cannot be written.
+/// The student entry points of the tree at `root`: the functions student_api.hpp declares in
+/// namespace student and the launchers of every line of gpu_variants.def. Throws Error when
+/// neither file is there.
+std::vector<std::string> student_entry_points(const std::filesystem::path& root);
+
+/// "LINE: defines NAME" for each definition (a name, its parameter list, then a body) of one of
+/// `names` in `text`, wherever it is (code, comments or string literals alike).
+std::vector<std::string> find_definitions(const std::string& text,
+                                          const std::vector<std::string>& names);
+
+/// Copies the plan's files into options.out and writes the manifest. Throws Error, before
+/// writing anything, when a shipped file outside student/ defines a student entry point, when
+/// `out` is not empty (without force) or overlaps the framework tree; and when it cannot be
+/// written.
 ReleaseResult make_release(const ReleaseOptions& options, const ReleaseProgressFn& progress = {});
 
 /// Name of the manifest file at the top of a release.

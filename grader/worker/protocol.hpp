@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "reference/conv/conv_shape.hpp"
+#include "reference/conv/elementwise.hpp"
 
 namespace convlab::grader {
 
@@ -125,31 +126,8 @@ inline std::optional<ConvShape> parse_shape_argument(std::string_view text) {
   return ConvShape{v[0], v[1], v[2], v[3], v[4], v[5]};
 }
 
-/// Which tensor of an element-wise case a value stream fills.
-enum class ElementwiseTensor : std::uint64_t { x = 0, k = 1 };
-
-/// The element-wise inputs: for grading seed `seed`, shape number `shape_index` (its position in
-/// the milestone's list) and tensor x or k, `count` values uniform on [-1, 1).
-///
-/// The generator is SplitMix64 (Steele, Lea and Flood, 2014) started at
-/// `seed ^ (0x9E3779B97F4A7C15 * (2 * shape_index + tensor + 1))`; value i is
-/// `(r_i >> 40) * 2^-23 - 1` for the i-th 64-bit output r_i. Every value is a multiple of
-/// 2^-23, so it is exact in float32 and the grader's double-precision reference sees the very
-/// numbers the team's code sees. The grader and the harness both call this function.
-inline std::vector<float> elementwise_values(std::uint64_t seed, std::size_t shape_index,
-                                             ElementwiseTensor tensor, std::int64_t count) {
-  std::uint64_t state = seed ^ (0x9E3779B97F4A7C15ull * (2 * std::uint64_t{shape_index} +
-                                                         static_cast<std::uint64_t>(tensor) + 1));
-  std::vector<float> values(static_cast<std::size_t>(count));
-  for (float& v : values) {
-    state += 0x9E3779B97F4A7C15ull;
-    std::uint64_t z = state;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    v = static_cast<float>(static_cast<double>(z >> 40) * 0x1p-23 - 1.0);
-  }
-  return values;
-}
+// The element-wise inputs come from the framework's generator, shared with `convlab check`.
+using convlab::elementwise_values;
+using convlab::ElementwiseTensor;
 
 }  // namespace convlab::grader

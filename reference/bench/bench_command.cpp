@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "reference/bench/bench.hpp"
+#include "reference/driver/cli_values.hpp"
 #include "reference/driver/commands.hpp"
 
 namespace convlab {
@@ -21,14 +22,19 @@ void add_bench_command(CLI::App& app, int& exit_code) {
                    "network description: ece408, two-conv, lenet, vgg16 (datasets/nets) or the "
                    "path of a .json file")
       ->capture_default_str();
-  bench->add_option("--variant", opt->variant, "GPU variant to time, or all for every variant")
+  bench->add_option("--variant", opt->variant,
+                    "GPU variant to time (" + variant_names_help() + "), or all for every variant")
+      ->check(CLI::IsMember(variant_choices()))
       ->capture_default_str();
   bench->add_option("--batch", opt->batch, "images per call (default: the net's batch)");
   bench->add_option("--runs", opt->runs, "timed runs per layer for the variant and for cuDNN")
       ->capture_default_str();
-  bench->add_option("--impl", *impl, "student: your code in student/; solution: the staff code")
-      ->check(CLI::IsMember({"student", "solution"}))
-      ->capture_default_str();
+  // Only where the staff solutions are built in: the student release has no such choice.
+  if (solutions_available()) {
+    bench->add_option("--impl", *impl, "student: your code in student/; solution: the staff code")
+        ->check(CLI::IsMember({"student", "solution"}))
+        ->capture_default_str();
+  }
   bench->add_option("--json", opt->json, "also write every figure as JSON to this file");
   bench->add_flag("--no-flush", *no_flush,
                   "keep the L2 cache warm between runs (default: flush it before every run)");

@@ -11,6 +11,9 @@ namespace convlab {
 
 /// `convlab run`: a milestone's convolution in the network (reference/driver/run_command.cpp).
 void add_run_command(CLI::App& app, int& exit_code);
+/// `convlab check`: the team's convolution against the library one, output by output
+/// (reference/driver/check_command.cpp).
+void add_check_command(CLI::App& app, int& exit_code);
 /// `convlab bench`: per-layer timings of a network description against cuDNN
 /// (reference/bench/).
 void add_bench_command(CLI::App& app, int& exit_code);

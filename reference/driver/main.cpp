@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
 
   // Each subcommand runs from its CLI11 callback, inside parse(), and sets exit_code.
   int exit_code = 0;
+  convlab::add_check_command(app, exit_code);
   convlab::add_run_command(app, exit_code);
   convlab::add_bench_command(app, exit_code);
   convlab::add_grader_commands(app, exit_code);
@@ -23,7 +24,9 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
     return exit_code;
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version exit 0; every bad argument exits 1, as documented (CLI11's own
+    // codes, 100 and up, mean nothing to a script).
+    return app.exit(e) == 0 ? 0 : 1;
   } catch (const convlab::Error& e) {
     std::cout << std::flush;
     std::cerr << "\nconvlab: error: " << e.what() << std::endl;

@@ -12,6 +12,14 @@ namespace fs = std::filesystem;
 
 fs::path convlab_root() {
   if (const char* env = std::getenv("CONVLAB_ROOT"); env != nullptr && *env != '\0') return env;
+  // An installed convlab (cmake --install) reads its data from PREFIX/share/convlab, beside
+  // PREFIX/bin; a build reads the tree it was built from.
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const fs::path installed = exe.parent_path().parent_path() / CONVLAB_INSTALL_DATA_DIR;
+    if (fs::is_regular_file(installed / "milestones/m1/checks.json", ec)) return installed;
+  }
   return CONVLAB_DEFAULT_ROOT;
 }
 
@@ -58,6 +66,11 @@ Milestone load_milestone(const fs::path& root, const std::string& id) {
       m.checks.push_back({c.at("model").get<std::string>(), c.at("images").get<std::int64_t>(),
                           c.at("expected_correct").get<std::int64_t>(), c.value("device", ""),
                           c.value("points", 0)});
+    }
+    if (j.contains("grading") && j.at("grading").contains("elementwise")) {
+      const auto& e = j.at("grading").at("elementwise");
+      m.elementwise_atol = e.value("atol", m.elementwise_atol);
+      m.elementwise_rtol = e.value("rtol", m.elementwise_rtol);
     }
     if (m.id != id) throw Error("it says it is milestone '" + m.id + "'");
     return m;

@@ -10,8 +10,9 @@
 
 namespace convlab {
 
-/// The convlab tree the driver reads models and milestone data from: $CONVLAB_ROOT if set,
-/// else the source tree it was built from.
+/// The convlab tree the driver reads models and milestone data from: $CONVLAB_ROOT if set, else
+/// PREFIX/share/convlab for an installed convlab (PREFIX/bin/convlab), else the source tree it
+/// was built from.
 std::filesystem::path convlab_root();
 
 /// One expected result: the correct-prediction count of `model` on the first `images` test
@@ -48,6 +49,10 @@ struct Milestone {
   double time_limit_s = 0.0;
   /// The expected results the grader checks.
   std::vector<Check> checks;
+  /// The element-wise tolerance, |got - want| <= atol + rtol * |want| (grading.elementwise;
+  /// `convlab check` and the grader use the same).
+  double elementwise_atol = 1e-4;
+  double elementwise_rtol = 1e-4;  ///< see elementwise_atol
 
   /// The expected count for (model, images, device) if the milestone lists one.
   std::optional<std::int64_t> expected(const std::string& model, std::int64_t images,

@@ -133,11 +133,43 @@ static int run_milestone_fusing(const RunOptions& opt, [[maybe_unused]] bool fus
     throw Error("--variant applies to m3 and final; milestone " + ms.id + " has no variants");
   }
 
+  // Every option is checked before any data is loaded.
+  if (opt.runs < 1 || opt.runs > 100) {
+    throw Error("--runs must be between 1 and 100, got " + std::to_string(opt.runs));
+  }
+  if (opt.images && *opt.images < 1) {
+    throw Error("N must be between 1 and the size of the test set (10000), got " +
+                std::to_string(*opt.images));
+  }
+  for (const fs::path& d : opt.model_dirs) {
+    if (!fs::is_directory(d)) {
+      throw Error("--models " + d.string() + " is not a directory (it holds *.safetensors model "
+                  "files)");
+    }
+  }
+  if (opt.variant && *opt.variant != "all" &&
+      std::find(ms.variants.begin(), ms.variants.end(), *opt.variant) == ms.variants.end()) {
+    std::string list;
+    for (const std::string& v : ms.variants) list += (list.empty() ? "" : ", ") + v;
+    throw Error("variant " + *opt.variant + " is not part of milestone " + ms.id +
+                ": choose one of " + list + ", or all");
+  }
   std::vector<fs::path> model_dirs = opt.model_dirs;
   model_dirs.push_back(root / "datasets" / "models");
   const std::string model_name = opt.model.value_or(ms.default_model);
   const fs::path model_path = find_model(model_name, model_dirs);
   const std::int64_t n = opt.images.value_or(ms.default_images);
+#ifdef CONVLAB_HAVE_CUDA
+  if (device == "gpu") {
+    std::string why;
+    if (!cuda_device_available(&why)) {
+      throw CudaError("milestone " + ms.id + (ms.id == "m1" ? " --device gpu" : "") +
+                      " needs a CUDA GPU: " + why +
+                      ". Run it on the course's GPU machine" +
+                      (ms.id == "m1" ? "; here, run m1 --device cpu or m2." : "; here, run m2."));
+    }
+  }
+#endif
 
   out << "Loading fashion-mnist data..." << std::flush;
   const data::Dataset test = data::load_fashion_mnist(data::data_dir(opt.data), data::Split::test);
@@ -159,9 +191,6 @@ static int run_milestone_fusing(const RunOptions& opt, [[maybe_unused]] bool fus
     }
   }
 
-  if (opt.runs < 1 || opt.runs > 100) {
-    throw Error("--runs must be between 1 and 100, got " + std::to_string(opt.runs));
-  }
   // The GPU makes one untimed warm-up call first (module loading, first-touch costs).
   const TimingOptions cpu_timing{0, opt.runs};
   [[maybe_unused]] const TimingOptions gpu_timing{1, opt.runs};
@@ -363,8 +392,9 @@ static int run_milestone_fusing(const RunOptions& opt, [[maybe_unused]] bool fus
           << " images right; model " << model.name << " expects " << *rec.expected << " ("
           << format_accuracy(static_cast<double>(*rec.expected) / n) << "). The convolution in "
           << rec.code_file
-          << " computes something else: check its indexing against the formula in the handout "
-             "and test it on a small N.\n";
+          << " computes something else. Run `convlab check " << ms.id
+          << (ms.variants.empty() ? std::string() : " --variant " + rec.label)
+          << "` first: it names the wrong outputs by (b, m, h, w).\n";
     }
   }
 
@@ -443,6 +473,7 @@ int run_milestone(const RunOptions& opt, std::ostream& out, std::ostream& err) {
 
 #include <CLI/CLI.hpp>
 
+#include "reference/driver/cli_values.hpp"
 #include "reference/driver/commands.hpp"
 
 namespace convlab {
@@ -458,10 +489,16 @@ void add_run_command(CLI::App& app, int& exit_code) {
   run->add_option("model", opt->model,
                   "model name or .safetensors file (default: the milestone's)");
   run->add_option("N", opt->images, "how many test images, 1 to 10000 (default 10000)");
-  run->add_option("--variant", opt->variant, "GPU variant to run (m3, final), or all for a table");
-  run->add_option("--impl", *impl, "student: your code in student/; solution: the staff code")
-      ->check(CLI::IsMember({"student", "solution"}))
-      ->capture_default_str();
+  run->add_option("--variant", opt->variant,
+                  "GPU variant to run (m3: baseline; final: " + variant_names_help() +
+                      "), or all for a table")
+      ->check(CLI::IsMember(variant_choices()));
+  // Only where the staff solutions are built in: the student release has no such choice.
+  if (solutions_available()) {
+    run->add_option("--impl", *impl, "student: your code in student/; solution: the staff code")
+        ->check(CLI::IsMember({"student", "solution"}))
+        ->capture_default_str();
+  }
   run->add_option("--json", opt->json, "also write the results as JSON to this file");
   run->add_option("--data", opt->data,
                   "Fashion-MNIST directory (default: $CONVLAB_DATA, else "

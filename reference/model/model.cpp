@@ -452,6 +452,10 @@ void save_model(const fs::path& path, const Model& model) {
 fs::path find_model(const std::string& name, const std::vector<fs::path>& search_dirs) {
   std::error_code ec;
   if (!name.empty() && fs::is_regular_file(name, ec)) return name;
+  if (name.find('/') != std::string::npos || name.ends_with(".safetensors")) {
+    throw Error("model file " + name + " does not exist (a name without '/' or .safetensors "
+                "is looked up among the model files)");
+  }
   for (const fs::path& dir : search_dirs) {
     const fs::path candidate = dir / (name + ".safetensors");
     if (fs::is_regular_file(candidate, ec)) return candidate;

@@ -16,14 +16,19 @@
 // at least 11), batches up to B = 10000 and beyond (gridDim.y and gridDim.z stop at 65535: loop
 // or fold the batch), and flat indices above 2^31 (compute them in int64_t).
 //
-// A possible skeleton:
+// A possible skeleton. Keep kernels and helpers in an anonymous namespace, as here: every
+// variant file is compiled into one library, so a kernel named the same in two files (a variant
+// that starts as a copy of your baseline, say) would be defined twice and the build would fail
+// to link; inside `namespace { }` each file's kernel is its own.
 //
+// namespace {
 // __global__ void conv_forward_kernel(float* y, const float* x, const float* k, int B, int M,
 //                                     int C, int H, int W, int K) {
 //   // which output element(s) this thread computes, from blockIdx and threadIdx
 //   // if it is outside the output, return
 //   // acc = sum over c, p, q of x[b][c][h+p][w+q] * k[m][c][p][q]; then y[b][m][h][w] = acc
 // }
+// }  // namespace
 //
 // Read the handout first: milestones/m3/README.md, section 'What you write'.
 #include <cuda_runtime_api.h>

@@ -52,6 +52,11 @@ TEST_CASE("bench: bad options and bad net files") {
   check_clear_error(convlab_bench("--batch 0"), "--batch must be a positive integer");
   check_clear_error(convlab_bench("--net vgg16 --batch 100000"), "use a smaller batch");
   // Rejected by the option parser, which words its own message.
+  // A bad argument exits 1 and lists the valid values.
+  const Result fast = convlab_bench("--variant fast");
+  CHECK(fast.code == 1);
+  CHECK(fast.output.find("constant_memory") != std::string::npos);
+
   const Result teacher = convlab_bench("--impl teacher");
   CAPTURE(teacher.output);
   CHECK(teacher.code != 0);

@@ -9,6 +9,7 @@
 #include "reference/conv/library_conv.hpp"
 #include "reference/conv/variants.hpp"
 #include "reference/network/network.hpp"
+#include "tests/support/code_under_test.hpp"
 #include "tests/support/test_support.hpp"
 
 using namespace convlab;
@@ -66,10 +67,10 @@ TEST_CASE("CPU reference network: exact expected counts for every committed mode
   }
 }
 
-TEST_CASE("m2 staff solution: exact expected counts for ece408-low") {
-  if (!solutions_available()) test::skip("staff solutions are not part of this build");
-  check_counts(load_model(test::source_dir() / "datasets/models/ece408-low.safetensors"),
-               cpu_conv(Impl::solution));
+TEST_CASE("the m2 convolution under test: exact expected counts for ece408-low") {
+  const CpuConvFn conv = test::cpu_conv_under_test();
+  if (conv == nullptr) return;
+  check_counts(load_model(test::source_dir() / "datasets/models/ece408-low.safetensors"), conv);
 }
 
 TEST_CASE("milestone checks agree with the counts recorded in the model files") {

@@ -12,5 +12,7 @@ int main(int argc, char** argv) {
   std::string why;
   if (!convlab::cuda_device_available(&why)) convlab::test::skip("GPU test skipped: " + why);
   doctest::Context context(argc, argv);
-  return context.run();
+  const int result = context.run();
+  if (context.shouldExit()) return result;
+  return convlab::test::finish(result);
 }

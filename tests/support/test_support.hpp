@@ -22,6 +22,14 @@ std::optional<std::filesystem::path> real_data_dir(std::string* why);
 /// The real Fashion-MNIST test set, loaded once; skips the test binary (exit 77, reason
 /// printed) when the files are not installed.
 const data::Dataset& real_test_set();
+/// Notes that code a suite would test is not written yet (a stub's NotImplemented message).
+/// The suite goes on; at its end, if every test passed, it exits 77 (CTest: Skipped) and
+/// prints each note, so an unwritten milestone reads as "skipped: write ..." and never as a
+/// failure.
+void note_not_implemented(const std::string& what);
+/// The exit code of a test binary whose doctest run returned `result`: `result` when it failed
+/// or nothing was noted, else 77 after printing the notes.
+int finish(int result);
 /// Exits the test binary with 77 (CTest: Skipped) after printing `reason`.
 [[noreturn]] void skip(const std::string& reason);
 

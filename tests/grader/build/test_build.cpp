@@ -127,6 +127,39 @@ TEST_CASE("scan: a whole checkout: unchanged framework files are ignored, change
         std::string::npos);
 }
 
+TEST_CASE("scan: a whole checkout of the student release grades without refusals") {
+  test::TempDir sub;
+  const fs::path root = test::source_dir();
+  // Model files (over 1 MiB), the kit's own README and setup script, its manifest.
+  for (const char* rel : {"datasets/models/ece408-high.safetensors",
+                          "datasets/models/two-conv.safetensors", "LICENSE", "CMakePresets.json"}) {
+    fs::create_directories((sub.path() / rel).parent_path());
+    fs::copy_file(root / rel, sub.path() / rel);
+  }
+  REQUIRE(fs::file_size(sub.path() / "datasets/models/ece408-high.safetensors") > (1u << 20));
+  for (const char* rel : {"README.md", "tools/setup.sh"}) {
+    fs::create_directories((sub.path() / rel).parent_path());
+    fs::copy_file(root / "grader/release/kit" / rel, sub.path() / rel);
+  }
+  write_file(sub.path(), "RELEASE", "# convlab student release (convlab 0.1.0)\nabc  README.md\n");
+  write_file(sub.path(), "student/m2/conv_cpu.cpp", "// our loops\n");
+  const auto files = grader::scan_submission(sub.path(), kM2, test::source_dir());
+  CAPTURE(refused_list(files));
+  CHECK(files.accepted == kM2);
+  CHECK(files.rejected.empty());
+
+  // A changed model file is still refused, and another RELEASE is not the manifest.
+  write_file(sub.path(), "RELEASE", "notes\n");
+  std::ofstream(sub.path() / "datasets/models/ece408-high.safetensors", std::ios::app) << "x";
+  std::ofstream(sub.path() / "datasets/models/two-conv.safetensors", std::ios::app) << "x";
+  const auto changed = grader::scan_submission(sub.path(), kM2, test::source_dir());
+  CHECK(refusal(changed, "RELEASE").find("only these files are graded") != std::string::npos);
+  CHECK(refusal(changed, "datasets/models/ece408-high.safetensors").find("1 MiB") !=
+        std::string::npos);
+  CHECK(refusal(changed, "datasets/models/two-conv.safetensors")
+            .find("only these files are graded") != std::string::npos);
+}
+
 TEST_CASE("scan: links, devices, large files and odd names are refused with a reason") {
   test::TempDir sub;
   fs::create_directories(sub.path() / "student/m2");

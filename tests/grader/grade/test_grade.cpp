@@ -272,10 +272,8 @@ TEST_CASE("convlab grade: progress, a summary table, exit 0 whatever the score, 
   CHECK(out.find("check") != std::string::npos);
   CHECK(out.find("Total: 0 / 0 points (partial: --only)") != std::string::npos);
   const fs::path printed = s.root.path() / "printed.json";
-  // A subshell, so that run_command's own 2>&1 does not send the progress into the file.
-  code = test::run_command("(" + base + " --only 'network/cpu/ece408-high/100' --json >" +
-                               printed.string() + " 2>/dev/null)",
-                           &out);
+  code = test::run_command(
+      base + " --only 'network/cpu/ece408-high/100' --json " + printed.string(), &out);
   CHECK(code == 0);
   const json doc = read_json(printed);
   CHECK(doc.at("schema") == "convlab-grade-report/1");
@@ -291,8 +289,7 @@ TEST_CASE("convlab grade: progress, a summary table, exit 0 whatever the score, 
   CHECK(out.find("is not a folder") != std::string::npos);
   code = test::run_command(
       test::convlab_binary().string() + " grade " + s.dir().string() + " --milestone m9", &out);
-  CHECK(code != 0);
-  CHECK(code < 128);
+  CHECK(code == 1);  // a bad argument exits 1, as documented
 }
 
 TEST_CASE("a machine without an isolation feature refuses to grade, unless --allow-degraded") {

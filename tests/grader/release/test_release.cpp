@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <set>
 #include <string>
 
+#include "grader/release/release.hpp"
 #include "tests/support/test_support.hpp"
 
 namespace fs = std::filesystem;
@@ -32,6 +34,14 @@ fs::path make_fake_tree(const fs::path& root) {
   }
   fs::permissions(root / "datasets/fetch-fashion-mnist.sh", fs::perms::owner_exec,
                   fs::perm_options::add);
+  // The student API, which names the entry points no file outside student/ may define.
+  for (const char* f : {"reference/conv/student_api.hpp", "reference/conv/gpu_variants.def"}) {
+    fs::create_directories((root / f).parent_path());
+    fs::copy_file(src / f, root / f);
+  }
+  // The kit's own README replaces the staff one.
+  write(root / "grader/release/kit/README.md", "kit readme\n");
+  write(root / "grader/release/kit/tools/setup.sh", "kit setup\n");
   for (const char* m : {"m1", "m2", "m3", "final"}) {
     fs::create_directories(root / "milestones" / m);
     fs::copy_file(src / "milestones" / m / "checks.json", root / "milestones" / m / "checks.json");
@@ -54,6 +64,7 @@ fs::path make_fake_tree(const fs::path& root) {
                         "tests/tools/test_trainer.cpp",
                         "tests/grader/release/test_release.cpp",
                         "tests/grader/class/test_grade_all.cpp",
+                        "tests/grader/hostile/m2_segfault/submission/student/m2/conv_cpu.cpp",
                         "build/default/convlab",
                         ".git/HEAD",
                         ".data/fashion-mnist/x.gz",
@@ -107,11 +118,18 @@ TEST_CASE("the release holds the team's files and nothing staff-only") {
                                        "milestones/m1/checks.json",
                                        "milestones/m2/checks.json",
                                        "milestones/m3/checks.json",
+                                       "reference/conv/gpu_variants.def",
+                                       "reference/conv/student_api.hpp",
                                        "reference/core/error.hpp",
                                        "student/m2/conv_cpu.cpp",
-                                       "tests/grader/grade/test_grade.cpp",
                                        "tools/setup.sh"};
   CHECK(files_under(out) == expected);
+
+  // The kit's own files stand in for the staff ones.
+  std::ifstream readme(out / "README.md");
+  CHECK(std::string(std::istreambuf_iterator<char>(readme), {}) == "kit readme\n");
+  std::ifstream setup(out / "tools/setup.sh");
+  CHECK(std::string(std::istreambuf_iterator<char>(setup), {}) == "kit setup\n");
 
   // Hidden models are refused loudly, by name.
   CHECK(output.find("refused to copy 2 model file(s)") != std::string::npos);
@@ -135,6 +153,63 @@ TEST_CASE("the release holds the team's files and nothing staff-only") {
   // A file changed after the release fails the audit.
   write(out / "student/m2/conv_cpu.cpp", "changed\n");
   CHECK(run_command("cd '" + out.string() + "' && sha256sum -c --quiet RELEASE", &check) != 0);
+}
+
+TEST_CASE("a file outside student/ that defines a student entry point stops the release") {
+  TempDir tmp;
+  const fs::path root = make_fake_tree(tmp.path() / "tree");
+  const fs::path out = tmp.path() / "kit";
+  // A test fixture that implements m2, and a helper that implements a GPU variant.
+  write(root / "tests/conv/fixture.cpp",
+        "namespace convlab::student {\nvoid conv_forward_cpu(float* y, const float* x,\n"
+        "                      const float* k, const ConvShape& s) {\n  y[0] = x[0] * k[0];\n}\n}\n");
+  write(root / "reference/core/helper.cuh",
+        "// x\nvoid conv_tanh_maxpool_best(float*, const float*, const float*, const ConvShape&,\n"
+        "    const PoolShape&, cudaStream_t) noexcept { }\n");
+  write(out / ".git/HEAD", "ref: refs/heads/main\n");
+  write(out / "keep.txt");
+  std::string output;
+  CHECK(release(root, out, "--force", &output) == 1);
+  CAPTURE(output);
+  CHECK(output.find("tests/conv/fixture.cpp:2: defines conv_forward_cpu") != std::string::npos);
+  CHECK(output.find("reference/core/helper.cuh:2: defines conv_tanh_maxpool_best") !=
+        std::string::npos);
+  CHECK(output.find("staff-only list") != std::string::npos);
+  // Nothing was written or removed.
+  CHECK_FALSE(fs::exists(out / "RELEASE"));
+  CHECK(fs::exists(out / "keep.txt"));
+
+  // Declarations, calls and names in text are not definitions (a body after a name is one,
+  // even in a comment or a string: the rule errs on the side of the kit).
+  fs::remove(root / "tests/conv/fixture.cpp");
+  fs::remove(root / "reference/core/helper.cuh");
+  write(root / "reference/conv/uses.cpp",
+        "void conv_forward_cpu(float* y, const float* x, const float* k, const ConvShape& s);\n"
+        "void f() { student::conv_baseline(y, x, k, s, stream); }\n"
+        "auto* p = &conv_best;  // conv_unroll() is named in a comment\n"
+        "int my_conv_forward_cpu(int a) { return a; }\n");
+  CHECK_MESSAGE(release(root, out, "--force", &output) == 0, output);
+}
+
+TEST_CASE("the entry points come from the student API, every variant included") {
+  const auto names = convlab::grader::student_entry_points(convlab::test::source_dir());
+  const std::set<std::string> have(names.begin(), names.end());
+  CHECK(have.contains("conv_forward_cpu"));
+  CHECK(have.contains("conv_baseline"));
+  CHECK(have.contains("conv_tanh_maxpool_best"));
+  // One per variant line of gpu_variants.def, plus the CPU one and the fused ones.
+  std::ifstream def(convlab::test::source_dir() / "reference/conv/gpu_variants.def");
+  std::string line;
+  std::size_t lines = 0;
+  while (std::getline(def, line)) {
+    lines += line.starts_with("CONVLAB_GPU_VARIANT(") || line.starts_with("CONVLAB_GPU_FUSED_VARIANT(");
+  }
+  CHECK(names.size() == lines + 1);
+  // The staff tree holds definitions outside student/ only in staff-only paths.
+  const auto plan = convlab::grader::plan_release(convlab::test::source_dir());
+  std::string found;
+  for (const std::string& d : plan.entry_point_definitions) found += d + "\n";
+  CHECK_MESSAGE(plan.entry_point_definitions.empty(), found);
 }
 
 TEST_CASE("--out must be new or empty unless --force, and never the tree itself") {

@@ -1,15 +1,22 @@
-// The student release end to end: `convlab release` into a temp folder, then that folder is
-// configured and built on its own (CPU only, a few targets to keep the time down); its stub
-// suite passes, a staff-only suite skips, and `convlab run m2` fails with the stub's message.
+// The student release end to end, as a team gets it: `convlab release` into a temp folder; no
+// file outside student/ defines a student entry point; the kit configures with its cpu preset,
+// builds, and its whole ctest passes with the stubs (unwritten milestones skip, saying what to
+// write). Then the staff solutions are dropped in as the team's files (copied now from
+// reference/solutions/, never stored elsewhere), the kit is rebuilt incrementally, and its ctest
+// passes again, now testing that code; `convlab check m2` and `convlab run m2` agree.
 #include <doctest/doctest.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <regex>
+#include <sstream>
 #include <string>
 
 #include "datasets/synthetic.hpp"
+#include "grader/release/release.hpp"
 #include "tests/support/test_support.hpp"
 
 namespace fs = std::filesystem;
@@ -29,12 +36,33 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
+std::string read_text(const fs::path& file) {
+  std::ifstream in(file);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// "N% tests passed, F tests failed out of T": F, or -1 when the summary is missing.
+int failed_tests(const std::string& ctest_output) {
+  static const std::regex summary(R"((\d+)% tests passed, (\d+) tests failed out of (\d+))");
+  std::smatch m;
+  if (!std::regex_search(ctest_output, m, summary)) return -1;
+  return std::stoi(m[2].str());
+}
+
+std::string summary_line(const std::string& ctest_output) {
+  const auto at = ctest_output.find("% tests passed");
+  if (at == std::string::npos) return "(no summary)";
+  const auto begin = ctest_output.rfind('\n', at);
+  return ctest_output.substr(begin + 1, ctest_output.find('\n', at) - begin - 1);
+}
+
 }  // namespace
 
-TEST_CASE("the student release builds, its stubs fail as they should, and it has no staff file") {
+TEST_CASE("the student release builds and its ctest passes, before and after a correct m2") {
   convlab::test::TempDir tmp;
   const fs::path kit = tmp.path() / "kit";
-  const fs::path build = tmp.path() / "build";
   const auto start = std::chrono::steady_clock::now();
   std::string output;
 
@@ -48,66 +76,102 @@ TEST_CASE("the student release builds, its stubs fail as they should, and it has
   for (const char* staff :
        {"reference/solutions", "docs/instructor.md", "tools/train", "tools/calibrate",
         "tools/CMakeLists.txt", "grader/class", "grader/release", "grader/gradescope",
-        "tests/grader/release", "tests/tools", ".git", ".data", "build"}) {
+        "tests/grader", "tests/tools", ".git", ".data", "build"}) {
     CHECK_MESSAGE(!fs::exists(kit / staff), staff);
   }
   for (const char* team :
        {"student/m2/conv_cpu.cpp", "milestones/m2/README.md", "docs/student.md", "tools/setup.sh",
-        "CMakePresets.json", "datasets/fetch-fashion-mnist.sh", "RELEASE"}) {
+        "tools/gpu-check.sh", "CMakePresets.json", "LICENSE", "CHANGELOG.md",
+        "datasets/fetch-fashion-mnist.sh", "RELEASE"}) {
     CHECK_MESSAGE(fs::exists(kit / team), team);
   }
-  for (const auto& e : fs::recursive_directory_iterator(kit)) {
-    if (e.path().extension() != ".safetensors") continue;
-    const std::string rel = e.path().lexically_relative(kit).generic_string();
-    const std::string name = e.path().stem().string();
-    CHECK_MESSAGE(rel.starts_with("datasets/models/"), rel);
-    CHECK_MESSAGE(
-        (name == "baseline" || name == "ece408-high" || name == "ece408-low" || name == "two-conv"),
-        rel);
+  // The kit's own README and scripts: nothing staff-only in them.
+  for (const char* file : {"README.md", "tools/setup.sh", "tools/gpu-check.sh"}) {
+    const std::string text = read_text(kit / file);
+    CAPTURE(file);
+    for (const char* staff : {"--impl", "solution", "instructor.md", "grade-all", "release --out",
+                              "chromium", "doxygen"}) {
+      CHECK_MESSAGE(text.find(staff) == std::string::npos, staff);
+    }
   }
+  CHECK(read_text(kit / "README.md").find("convlab check m2") != std::string::npos);
   CHECK(run_command("cd " + quoted(kit) + " && sha256sum -c --quiet --strict RELEASE", &output) ==
         0);
-  std::cout << "release written in " << seconds_since(start) << " s" << std::endl;
 
-  // Configure and build the kit alone, CPU only.
-  const std::string configure = std::string(CONVLAB_CMAKE_COMMAND) + " -S " + quoted(kit) + " -B " +
-                                quoted(build) + " -G '" + CONVLAB_CMAKE_GENERATOR +
-                                "' -DCMAKE_BUILD_TYPE=Release -DCONVLAB_CUDA=OFF" +
-                                " -DCONVLAB_WARNINGS_AS_ERRORS=" + CONVLAB_WARNINGS_AS_ERRORS;
-  REQUIRE_MESSAGE(run_command(configure, &output) == 0, output);
-  CHECK(output.find("reference/solutions") == std::string::npos);
+  // No file outside student/ defines a student entry point.
+  const auto names = convlab::grader::student_entry_points(kit);
+  REQUIRE(names.size() > 2);
+  for (const auto& e : fs::recursive_directory_iterator(kit)) {
+    if (!e.is_regular_file() || e.path().extension() == ".safetensors") continue;
+    const std::string rel = e.path().lexically_relative(kit).generic_string();
+    if (rel.starts_with("student/")) continue;
+    const auto found = convlab::grader::find_definitions(read_text(e.path()), names);
+    CHECK_MESSAGE(found.empty(), rel << ": " << (found.empty() ? "" : found.front()));
+  }
+  std::cout << "release written and checked in " << seconds_since(start) << " s" << std::endl;
+
+  // Configure with the kit's cpu preset and build all of it, as a team would.
   const char* jobs = std::getenv("CONVLAB_TEST_BUILD_JOBS");
-  const std::string build_cmd = std::string(CONVLAB_CMAKE_COMMAND) + " --build " + quoted(build) +
-                                " -j " + (jobs != nullptr ? jobs : "2") +
-                                " --target convlab test_stubs test_cpu_conv";
-  REQUIRE_MESSAGE(run_command(build_cmd, &output) == 0, output);
+  const std::string in_kit = "cd " + quoted(kit) + " && env -u CONVLAB_ROOT ";
+  const std::string cmake = in_kit + quoted(CONVLAB_CMAKE_COMMAND);
+  const std::string build =
+      cmake + " --build --preset cpu -j " + std::string(jobs != nullptr ? jobs : "2");
+  const std::string ctest = in_kit + quoted(fs::path(CONVLAB_CMAKE_COMMAND).parent_path() / "ctest") +
+                            " --preset cpu -j 2";
+  REQUIRE_MESSAGE(run_command(cmake + " --preset cpu", &output) == 0, output);
+  CHECK(output.find("reference/solutions") == std::string::npos);
+  REQUIRE_MESSAGE(run_command(build, &output) == 0, output);
   std::cout << "release configured and built in " << seconds_since(start) << " s" << std::endl;
 
-  // Its stub suite passes; the staff-solution suite skips (77) and says why.
-  CHECK_MESSAGE(run_command(quoted(build / "tests/test_stubs"), &output) == 0, output);
-  CHECK(run_command(quoted(build / "tests/test_cpu_conv"), &output) == 77);
-  CHECK_MESSAGE(
-      output.find("SKIPPED: staff solutions are not part of this build") != std::string::npos,
-      output);
+  // Its whole ctest passes with the stubs; test_stubs skips and says what to write.
+  run_command(ctest, &output);
+  std::cout << "kit ctest with the stubs: " << summary_line(output) << std::endl;
+  CHECK_MESSAGE(failed_tests(output) == 0, output);
+  CHECK_MESSAGE(output.find("test_stubs ") != std::string::npos, output);
+  const std::string log = read_text(kit / "build/cpu/Testing/Temporary/LastTest.log");
+  CHECK(log.find("SKIPPED: the m2 CPU convolution is not implemented yet: write it in "
+                 "student/m2/conv_cpu.cpp") != std::string::npos);
 
-  // The kit's convlab has no release command (a staff tool) and reads its own tree.
-  const std::string kit_convlab = env + quoted(build / "reference/driver/convlab");
-  CHECK(run_command(kit_convlab + " release --out " + quoted(tmp.path() / "again"), &output) != 0);
+  // The kit's convlab: no release command, no --impl; the stub's message on run and check.
+  const std::string convlab = in_kit + "build/cpu/reference/driver/convlab";
+  CHECK(run_command(convlab + " release --out " + quoted(tmp.path() / "again"), &output) == 1);
   CHECK_FALSE(fs::exists(tmp.path() / "again"));
-
-  // `convlab run m2` on the stub: a non-zero exit and the stub's message naming the file. Any
-  // readable test set will do, so generated data keeps this independent of the real one.
+  CHECK(run_command(convlab + " run m2 --impl solution", &output) == 1);
   const fs::path data = tmp.path() / "data";
   fs::create_directories(data);
   convlab::data::write_dataset_files(data, convlab::data::make_synthetic(10, 28, 28, 1),
                                      convlab::data::make_synthetic(200, 28, 28, 2));
-  const int rc =
-      run_command(kit_convlab + " run m2 ece408-high 100 --data " + quoted(data), &output);
-  CHECK(rc != 0);
+  CHECK(run_command(convlab + " run m2 ece408-high 100 --data " + quoted(data), &output) == 1);
   CHECK_MESSAGE(output.find("is not implemented yet: write it in student/m2/conv_cpu.cpp") !=
                     std::string::npos,
                 output);
-  CHECK(output.find("milestones/m2/README.md") != std::string::npos);
-  CHECK_FALSE(output.find("Correctness:") != std::string::npos);
+  CHECK(output.find("Correctness:") == std::string::npos);
+  CHECK(run_command(convlab + " check m2 --seed 3", &output) == 1);
+  CHECK(output.find("student/m2/conv_cpu.cpp") != std::string::npos);
+
+  // A team's correct code: the staff solutions, as the team's files (namespace student).
+  const fs::path solutions = convlab::test::source_dir() / "reference/solutions";
+  for (const auto& e : fs::recursive_directory_iterator(solutions)) {
+    if (!e.is_regular_file()) continue;
+    const fs::path team_file = kit / "student" / e.path().lexically_relative(solutions);
+    if (!fs::exists(team_file)) continue;  // only files a team writes
+    std::string code = read_text(e.path());
+    for (auto at = code.find("convlab::solution"); at != std::string::npos;
+         at = code.find("convlab::solution", at)) {
+      code.replace(at, 17, "convlab::student");
+    }
+    std::ofstream(team_file) << code;
+  }
+  REQUIRE_MESSAGE(run_command(build, &output) == 0, output);
+  std::cout << "rebuilt with correct team code in " << seconds_since(start) << " s" << std::endl;
+
+  run_command(ctest, &output);
+  std::cout << "kit ctest with a correct m2: " << summary_line(output) << std::endl;
+  CHECK_MESSAGE(failed_tests(output) == 0, output);
+  // test_stubs now tests the code and passes (it no longer skips).
+  CHECK_MESSAGE(std::regex_search(output, std::regex(R"(test_stubs \.+ +Passed)")), output);
+
+  CHECK(run_command(convlab + " check m2 --seed 3", &output) == 0);
+  CHECK_MESSAGE(output.find("every output right on 8 shapes") != std::string::npos, output);
   std::cout << "release test done in " << seconds_since(start) << " s" << std::endl;
 }

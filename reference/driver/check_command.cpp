@@ -1,0 +1,254 @@
+#include "reference/driver/check_command.hpp"
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <limits>
+#include <memory>
+#include <random>
+
+#include "reference/conv/elementwise.hpp"
+#include "reference/conv/variants.hpp"
+#include "reference/core/error.hpp"
+#include "reference/driver/cli_values.hpp"
+#include "reference/driver/commands.hpp"
+#include "reference/driver/milestone.hpp"
+#include "reference/driver/run_command.hpp"
+
+#ifdef CONVLAB_HAVE_CUDA
+#include "reference/core/cuda_check.hpp"
+#include "reference/core/cuda_stream.hpp"
+#include "reference/core/device_buffer.hpp"
+#endif
+
+namespace convlab {
+
+namespace {
+
+// How many mismatches a failing shape lists.
+constexpr std::size_t kShown = 5;
+
+std::string shape_text(const ConvShape& s) {
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "B=%d M=%d C=%d H=%d W=%d K=%d", s.B, s.M, s.C, s.H, s.W, s.K);
+  return buf;
+}
+
+std::string mismatch_text(const ElementMismatch& m) {
+  std::string text = describe_mismatch(m);
+  if (std::isnan(m.got)) text += ": never written (y holds NaN before each call)";
+  return text;
+}
+
+// Compares one call's output; prints the failure and returns false on a mismatch.
+bool report(const ElementwiseComparison& c, int call, std::ostream& out) {
+  if (c.ok) return true;
+  out << "    WRONG";
+  if (call == 2) out << " on the second call (the first was right: does the code read y, or keep "
+                        "state between calls?)";
+  out << ": " << c.mismatches << " of " << c.elements << " outputs wrong";
+  if (c.non_finite > 0) out << ", " << c.non_finite << " of them NaN or infinite";
+  out << "\n    worst  " << mismatch_text(*c.worst) << "\n";
+  for (const ElementMismatch& m : c.first) out << "    first  " << mismatch_text(m) << "\n";
+  return false;
+}
+
+std::string next_step(const std::string& milestone, const std::string& target) {
+  if (milestone == "m2") return "convlab run m2 ece408-high 10000";
+  if (milestone == "m3") return "convlab run m3";
+  return "convlab run final --variant " + target;
+}
+
+std::uint64_t fresh_seed() {
+  std::random_device rd;
+  return (std::uint64_t{rd()} << 32 | rd()) % 1000000000ull;
+}
+
+#ifdef CONVLAB_HAVE_CUDA
+// A GPU launcher called on host buffers: copies in, poisons y on the device, launches,
+// synchronises and copies out.
+CheckTarget gpu_target(const GpuVariant& v, Impl impl) {
+  const GpuConvFn fn = v.launcher(impl);
+  return {std::string(v.name), std::string(v.student_file),
+          [fn](float* y, const float* x, const float* k, const ConvShape& s) {
+            DeviceBuffer dx(s.x_elements()), dk(s.k_elements()), dy(s.y_elements());
+            dx.upload({x, static_cast<std::size_t>(s.x_elements())});
+            dk.upload({k, static_cast<std::size_t>(s.k_elements())});
+            dy.fill_bytes(0xff);
+            const CudaStream stream;
+            fn(dy.data(), dx.data(), dk.data(), s, stream.get());
+            stream.sync();
+            const std::vector<float> got = dy.download();
+            std::copy(got.begin(), got.end(), y);
+          }};
+}
+#endif
+
+}  // namespace
+
+std::vector<ConvShape> check_shapes(std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const auto pick = [&](int lo, int hi) {
+    return lo + static_cast<int>(rng() % static_cast<std::uint64_t>(hi - lo + 1));
+  };
+  // An output size that is not a multiple of 8 (so of no common tile either).
+  const auto awkward = [&](int K, int lo, int hi) {
+    int size = K - 1 + pick(lo, hi);
+    if ((size - K + 1) % 8 == 0) ++size;
+    return size;
+  };
+  std::vector<ConvShape> shapes;
+  for (int K = 1; K <= 7; ++K) {
+    ConvShape s;
+    s.B = pick(1, 3);
+    s.M = pick(1, 9);
+    s.C = K % 3 == 0 ? 1 : pick(2, 4);  // mostly C > 1; C = 1 as in the first layer too
+    s.K = K;
+    s.H = awkward(K, 3, 33);
+    s.W = awkward(K, 3, 33);
+    shapes.push_back(s);
+  }
+  shapes.push_back({2, 50, 1, 28, 28, 5});  // the project's layer
+  return shapes;
+}
+
+int check_targets(const std::vector<CheckTarget>& targets, const std::string& milestone,
+                  std::uint64_t seed, double atol, double rtol, std::ostream& out) {
+  const std::vector<ConvShape> shapes = check_shapes(seed);
+  out << "convlab check " << milestone << ", seed " << seed << " (the same shapes and inputs "
+      << "again: convlab check " << milestone << " --seed " << seed << ")\n"
+      << "Each output y[b][m][h][w] is compared with the library convolution in double "
+         "precision: |y - want| <= "
+      << atol << " + " << rtol << " * |want|. y is filled with NaN before each of two calls.\n";
+  std::optional<NotImplemented> first_missing;
+  int checked = 0, failed = 0;
+  for (const CheckTarget& t : targets) {
+    out << "\n" << t.name << " (" << t.file << ")\n";
+    bool ok = true;
+    try {
+      for (std::size_t i = 0; i < shapes.size(); ++i) {
+        const ConvShape& s = shapes[i];
+        const auto x = elementwise_values(seed, i, ElementwiseTensor::x, s.x_elements());
+        const auto k = elementwise_values(seed, i, ElementwiseTensor::k, s.k_elements());
+        const std::vector<double> want = conv_reference_double(s, x, k);
+        std::vector<float> y(static_cast<std::size_t>(s.y_elements()));
+        char line[64];
+        std::snprintf(line, sizeof line, "  %-36s", shape_text(s).c_str());
+        out << line << std::flush;
+        bool shape_ok = true;
+        double worst = 0.0;
+        for (int call = 1; call <= 2 && shape_ok; ++call) {
+          std::fill(y.begin(), y.end(), std::numeric_limits<float>::quiet_NaN());
+          t.call(y.data(), x.data(), k.data(), s);
+          const ElementwiseComparison c = compare_elementwise(y, want, s, atol, rtol, kShown);
+          if (call == 1) out << (c.ok ? "" : "\n");
+          shape_ok = report(c, call, out);
+          if (c.worst) worst = std::max(worst, c.worst->error);
+        }
+        if (shape_ok) {
+          char buf[48];
+          std::snprintf(buf, sizeof buf, "ok (worst error %.2g)\n", worst);
+          out << buf;
+        }
+        ok = ok && shape_ok;
+      }
+    } catch (const NotImplemented& e) {
+      // Alone, the stub's message is the command's error; in a list, it is one line of it.
+      out << "not implemented yet" << (targets.size() > 1 ? std::string(": ") + e.what() : "")
+          << "\n";
+      if (!first_missing) first_missing = e;
+      continue;
+    } catch (const Error& e) {
+      out << "\n    ERROR: " << e.what() << "\n";
+      ok = false;
+    }
+    ++checked;
+    if (ok) {
+      out << t.name << ": every output right on " << shapes.size()
+          << " shapes. Next: " << next_step(milestone, t.name) << "\n";
+    } else {
+      ++failed;
+      out << t.name << ": WRONG. Fix " << t.file
+          << " (the handout's formula and indexing), then run convlab check " << milestone
+          << (targets.size() > 1 || milestone == "final" ? " --variant " + t.name : "")
+          << " --seed " << seed << " again.\n";
+    }
+  }
+  if (checked == 0 && first_missing) throw *first_missing;
+  return failed == 0 ? 0 : kExitIncorrect;
+}
+
+int run_check(const CheckOptions& o, std::ostream& out) {
+  const Milestone ms = load_milestone(convlab_root(), o.milestone);
+  if (ms.team_writes.empty()) {
+    throw Error("milestone " + ms.id + " has no code of yours to check (it runs the library "
+                "convolution): check m2, m3 or final");
+  }
+  if (!o.variant.empty() && ms.variants.empty()) {
+    throw Error("--variant applies to m3 and final; milestone " + ms.id + " has no variants");
+  }
+  if (!o.variant.empty() && o.variant != "all" &&
+      std::find(ms.variants.begin(), ms.variants.end(), o.variant) == ms.variants.end()) {
+    std::string list;
+    for (const std::string& v : ms.variants) list += (list.empty() ? "" : ", ") + v;
+    throw Error("unknown variant '" + o.variant + "' for milestone " + ms.id + ": choose one of " +
+                list + ", or all");
+  }
+  const Impl impl = o.solution ? Impl::solution : Impl::student;
+  const std::uint64_t seed = o.seed_given ? o.seed : fresh_seed();
+
+  std::vector<CheckTarget> targets;
+  if (ms.variants.empty()) {
+    targets.push_back({"cpu", "student/m2/conv_cpu.cpp",
+                       [fn = cpu_conv(impl)](float* y, const float* x, const float* k,
+                                             const ConvShape& s) { fn(y, x, k, s); }});
+  } else {
+#ifdef CONVLAB_HAVE_CUDA
+    std::string why;
+    if (!cuda_device_available(&why)) {
+      throw Error("convlab check " + ms.id + " needs a CUDA GPU: " + why +
+                  ". Run it on the course's GPU machine; on this one, check m2.");
+    }
+    const std::string choice = o.variant.empty() ? ms.default_variant : o.variant;
+    for (const std::string& v : ms.variants) {
+      if (choice == "all" || choice == v) targets.push_back(gpu_target(find_gpu_variant(v), impl));
+    }
+#else
+    throw Error("convlab check " + ms.id + " needs a CUDA GPU, and this convlab was built without "
+                "CUDA. Build with the default preset on a machine with the CUDA toolkit and a "
+                "GPU (cmake --preset default), or check m2 here.");
+#endif
+  }
+  return check_targets(targets, ms.id, seed, ms.elementwise_atol, ms.elementwise_rtol, out);
+}
+
+void add_check_command(CLI::App& app, int& exit_code) {
+  auto opt = std::make_shared<CheckOptions>();
+  auto impl = std::make_shared<std::string>("student");
+  CLI::App* cmd = app.add_subcommand(
+      "check",
+      "Compare your convolution with the library convolution, output by output, on awkward "
+      "random shapes (run it first, after every change)");
+  cmd->add_option("milestone", opt->milestone, "m2, m3 or final")
+      ->required()
+      ->check(CLI::IsMember(milestone_ids()));
+  cmd->add_option("--variant", opt->variant, "m3, final: " + variant_names_help() + ", or all")
+      ->check(CLI::IsMember(variant_choices()));
+  cmd->add_option("--seed", opt->seed,
+                  "the shapes and inputs (default: a fresh one, printed so that a failure can be "
+                  "run again)")
+      ->check(CLI::NonNegativeNumber);
+  if (solutions_available()) {
+    cmd->add_option("--impl", *impl, "student (default) or solution (staff)")
+        ->check(CLI::IsMember({"student", "solution"}));
+  }
+  cmd->callback([opt, impl, cmd, &exit_code] {
+    opt->seed_given = cmd->count("--seed") > 0;
+    opt->solution = *impl == "solution";
+    exit_code = run_check(*opt, std::cout);
+  });
+}
+
+}  // namespace convlab

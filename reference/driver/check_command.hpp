@@ -1,0 +1,49 @@
+/// @file
+/// @brief `convlab check`: a team's convolution compared element by element with the library
+/// convolution (computed in double precision) on awkward random shapes, in this process. The
+/// first thing to run after writing code: it names the wrong outputs by (b, m, h, w), where
+/// `convlab run` can only say that a count is wrong.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "reference/conv/conv_shape.hpp"
+
+namespace convlab {
+
+/// One convolution under test, called with host buffers (a GPU one copies in and out).
+struct CheckTarget {
+  std::string name;  ///< "cpu" or the variant's name
+  std::string file;  ///< where its code lives
+  /// y = conv(x, k) for `shape`, host pointers; y holds NaN on entry.
+  std::function<void(float* y, const float* x, const float* k, const ConvShape& shape)> call;
+};
+
+/// The shapes `convlab check` uses for `seed`: K = 1 to 7, C > 1 in most, odd sizes and
+/// outputs that are not multiples of 8, 16 or 32, then the project's layer (B = 2).
+std::vector<ConvShape> check_shapes(std::uint64_t seed);
+
+/// What `convlab check` accepts.
+struct CheckOptions {
+  std::string milestone;          ///< m2, m3 or final
+  std::string variant;            ///< a GPU variant, "all", or empty for the milestone's default
+  std::uint64_t seed = 0;         ///< inputs and shapes
+  bool seed_given = false;        ///< --seed was given (else a fresh seed is drawn and printed)
+  bool solution = false;          ///< --impl solution (staff trees only)
+};
+
+/// Compares every target on every shape of `seed`, calling each twice with y poisoned with NaN
+/// before each call. Prints the outcome to `out`. Returns 0 when every implemented target
+/// matches, kExitIncorrect (3) otherwise. A target that throws NotImplemented is reported and
+/// skipped; when every target does, the first NotImplemented is thrown on.
+int check_targets(const std::vector<CheckTarget>& targets, const std::string& milestone,
+                  std::uint64_t seed, double atol, double rtol, std::ostream& out);
+
+/// `convlab check`: validates the options, picks the targets, runs check_targets.
+int run_check(const CheckOptions& options, std::ostream& out);
+
+}  // namespace convlab

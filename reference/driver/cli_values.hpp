@@ -1,0 +1,43 @@
+/// @file
+/// @brief The values the commands' options accept, from their one source (the milestone list,
+/// the variant registry), for the checks and for `--help`.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "reference/driver/milestone.hpp"
+
+namespace convlab {
+
+/// Expands a line of gpu_variants.def to the variant's name (used just below, then undefined).
+#define CONVLAB_GPU_VARIANT(id, milestone, file, handout, idea) #id,
+/// Every GPU variant's name, in registry order; the same in a build without CUDA.
+inline const std::vector<std::string>& variant_names() {
+  static const std::vector<std::string> names{
+#include "reference/conv/gpu_variants.def"
+  };
+  return names;
+}
+#undef CONVLAB_GPU_VARIANT
+
+/// What --variant accepts: a variant's name or "all".
+inline std::vector<std::string> variant_choices() {
+  std::vector<std::string> v = variant_names();
+  v.push_back("all");
+  return v;
+}
+
+/// "a, b, c" of `values`.
+inline std::string joined(const std::vector<std::string>& values) {
+  std::string text;
+  for (const std::string& v : values) text += (text.empty() ? "" : ", ") + v;
+  return text;
+}
+
+/// The variant names for a --help line.
+inline std::string variant_names_help() {
+  return joined(variant_names());
+}
+
+}  // namespace convlab

@@ -1,0 +1,97 @@
+# Every variant file links on its own when it starts as a copy of the baseline: the baseline
+# stub's skeleton (its kernel in an anonymous namespace) is copied into the file of every
+# variant of reference/conv/gpu_variants.def, each with its launcher, and all are compiled and
+# linked into one program, as the student library does. Without the anonymous namespace the
+# same copies must fail to link (so the test can tell). Needs nvcc, not a GPU.
+#
+#   cmake -DSOURCE_DIR=... -DWORK_DIR=... -DNVCC=... -DCUDA_ARCH=... -P variant_copies.cmake
+foreach(v SOURCE_DIR WORK_DIR NVCC CUDA_ARCH)
+  if(NOT DEFINED ${v})
+    message(FATAL_ERROR "variant_copies.cmake: -D${v}= is required")
+  endif()
+endforeach()
+
+# The skeleton, from the comment of the baseline stub: "// namespace {" to "// }  // namespace".
+file(STRINGS "${SOURCE_DIR}/student/m3/conv_baseline.cu" stub)
+set(skeleton "")
+set(inside OFF)
+foreach(line IN LISTS stub)
+  if(line STREQUAL "// namespace {")
+    set(inside ON)
+  endif()
+  if(inside)
+    string(REGEX REPLACE "^// ?" "" code "${line}")
+    string(APPEND skeleton "${code}\n")
+  endif()
+  if(line STREQUAL "// }  // namespace")
+    set(inside OFF)
+  endif()
+endforeach()
+if(NOT skeleton MATCHES "namespace \\{" OR NOT skeleton MATCHES "__global__ void conv_forward_kernel")
+  message(FATAL_ERROR "student/m3/conv_baseline.cu has no skeleton in an anonymous namespace "
+                      "(// namespace { ... // }  // namespace) with conv_forward_kernel")
+endif()
+
+# Every variant of the registry: (id, file).
+file(STRINGS "${SOURCE_DIR}/reference/conv/gpu_variants.def" lines REGEX "^CONVLAB_GPU_VARIANT\\(")
+set(ids "")
+foreach(line IN LISTS lines)
+  string(REGEX MATCH "^CONVLAB_GPU_VARIANT\\(([a-z0-9_]+), \"[^\"]*\", \"([^\"]+)\"" _ "${line}")
+  list(APPEND ids "${CMAKE_MATCH_1}")
+  set(file_${CMAKE_MATCH_1} "${CMAKE_MATCH_2}")
+endforeach()
+list(LENGTH ids count)
+if(count LESS 2)
+  message(FATAL_ERROR "found ${count} variants in gpu_variants.def; expected several")
+endif()
+
+# Builds one copy per variant of `variants` with `kernel_code`; the link's result goes to `result`.
+function(build_copies tag variants kernel_code result)
+  set(dir "${WORK_DIR}/${tag}")
+  file(REMOVE_RECURSE "${dir}")
+  set(objects "")
+  set(calls "")
+  foreach(id IN LISTS variants)
+    get_filename_component(name "${file_${id}}" NAME_WE)
+    set(src "${dir}/${file_${id}}")
+    file(WRITE "${src}" "#include \"reference/conv/student_api.hpp\"\n\n"
+      "namespace convlab::student {\n${kernel_code}\n"
+      "void conv_${id}(float* y, const float* x, const float* k, const ConvShape& s,\n"
+      "               cudaStream_t stream) {\n"
+      "  conv_forward_kernel<<<1, 1, 0, stream>>>(y, x, k, s.B, s.M, s.C, s.H, s.W, s.K);\n"
+      "}\n}  // namespace convlab::student\n")
+    execute_process(COMMAND "${NVCC}" -std=c++20 -arch=sm_${CUDA_ARCH} -DCONVLAB_HAVE_CUDA=1
+                            -I "${SOURCE_DIR}" -c "${src}" -o "${dir}/${name}.o"
+                    RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+    if(NOT rc EQUAL 0)
+      message(FATAL_ERROR "${file_${id}}, a copy of the baseline skeleton, does not compile:\n${out}")
+    endif()
+    list(APPEND objects "${dir}/${name}.o")
+    string(APPEND calls "  (void)&convlab::student::conv_${id};\n")
+  endforeach()
+  file(WRITE "${dir}/main.cu" "#include \"reference/conv/student_api.hpp\"\nint main() {\n${calls}}\n")
+  execute_process(COMMAND "${NVCC}" -std=c++20 -arch=sm_${CUDA_ARCH} -DCONVLAB_HAVE_CUDA=1
+                          -I "${SOURCE_DIR}" "${dir}/main.cu" ${objects} -o "${dir}/program"
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+  set(${result} "${rc}" PARENT_SCOPE)
+  set(${result}_log "${out}" PARENT_SCOPE)
+endfunction()
+
+build_copies(anonymous "${ids}" "${skeleton}" linked)
+if(NOT linked EQUAL 0)
+  message(FATAL_ERROR "the ${count} variant files, each a copy of the baseline skeleton, do not "
+                      "link together:\n${linked_log}")
+endif()
+message(STATUS "${count} variant files, each a copy of the baseline skeleton, link together: ${ids}")
+
+# The control: the same kernel outside an anonymous namespace is defined twice (two variants
+# are enough to show it).
+string(REPLACE "namespace {\n" "" named "${skeleton}")
+string(REPLACE "}  // namespace\n" "" named "${named}")
+list(SUBLIST ids 0 2 two)
+build_copies(named "${two}" "${named}" named_linked)
+if(named_linked EQUAL 0)
+  message(FATAL_ERROR "copies whose kernel is not in an anonymous namespace linked: this test "
+                      "cannot tell the difference")
+endif()
+message(STATUS "without the anonymous namespace they do not link, as expected")
