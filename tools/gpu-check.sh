@@ -59,14 +59,18 @@ step "compute-sanitizer: memcheck, racecheck and initcheck on every variant"
 n=1000
 export CHECK_TIMEOUT=90
 check sanitize-cudnn compute-sanitizer --tool memcheck --error-exitcode 9 "$convlab" run m1 baseline "$n" --device gpu
-check memcheck-best-unfused compute-sanitizer --tool memcheck --error-exitcode 9 "$convlab" run final ece408-high "$n" --impl solution --variant best --no-fuse
-for v in baseline shared_tiling threads_1024 unroll constant_memory best; do
-  ms=final; [ "$v" = baseline ] && ms=m3
+# Every GPU variant of the declarations (reference/conv/variants.def): "id milestone fused|unfused".
+sed -n 's/^CONVLAB_VARIANT(\([a-z0-9_]*\), \([a-z0-9_]*\), gpu, .*, \([a-z]*\))$/\1 \2 \3/p' \
+  reference/conv/variants.def > "$logdir/gpu-variants.txt"
+while read -r v ms fused; do
+  if [ "$fused" = fused ]; then
+    check "memcheck-$v-unfused" compute-sanitizer --tool memcheck --error-exitcode 9 "$convlab" run "$ms" ece408-high "$n" --impl solution --variant "$v" --no-fuse
+  fi
   check "memcheck-$v" compute-sanitizer --tool memcheck --error-exitcode 9 "$convlab" run "$ms" ece408-high "$n" --impl solution --variant "$v"
   check "memcheck2-$v" compute-sanitizer --tool memcheck --error-exitcode 9 "$convlab" run "$ms" two-conv 100 --impl solution --variant "$v"
   check "racecheck-$v" compute-sanitizer --tool racecheck --error-exitcode 9 "$convlab" run "$ms" ece408-high 100 --impl solution --variant "$v"
   check "initcheck-$v" compute-sanitizer --tool initcheck --error-exitcode 9 "$convlab" run "$ms" ece408-high 100 --impl solution --variant "$v"
-done
+done < "$logdir/gpu-variants.txt"
 grep -h "ERROR SUMMARY" "$logdir"/*check*-*.log "$logdir"/sanitize-*.log | sort | uniq -c
 unset CHECK_TIMEOUT
 fi

@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "grader/grade/grade_result.hpp"
+#include "grader/result/grade_result.hpp"
 
 namespace convlab::grader {
 

@@ -21,7 +21,7 @@
 
 #include "datasets/fashion_mnist.hpp"
 #include "datasets/idx.hpp"
-#include "grader/build/build_submission.hpp"
+#include "grader/builder/build_submission.hpp"
 #include "grader/grade/elementwise.hpp"
 #include "grader/grade/grading_plan.hpp"
 #include "grader/grade/report.hpp"
@@ -158,7 +158,7 @@ std::string framework_hash(const fs::path& root) {
     }
   };
   for (const char* rel : {"CMakeLists.txt", "CMakePresets.json", "cmake", "reference", "datasets",
-                          "student", "grader/worker", "grader/build"}) {
+                          "student", "grader/worker", "grader/builder"}) {
     add_tree(rel);
   }
   for (const std::string& id : milestone_ids())

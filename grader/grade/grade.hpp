@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "grader/grade/grade_result.hpp"
+#include "grader/result/grade_result.hpp"
 
 namespace convlab::grader {
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "grader/grade/grade_result.hpp"
+#include "grader/result/grade_result.hpp"
 #include "reference/conv/conv_shape.hpp"
 #include "reference/driver/milestone.hpp"
 

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <string>
 
-#include "grader/grade/grade_result.hpp"
+#include "grader/result/grade_result.hpp"
 
 namespace convlab::grader {
 

@@ -39,6 +39,7 @@ const std::set<std::string> kTeamTools{"tools/setup.sh", "tools/test.sh", "tools
 // grader's suites are all here: the hostile submissions and several build and grade tests
 // hold working convolutions, and the others test staff tools.
 const std::map<std::string, std::string> kStaffOnly{
+    {"cmake/ConvlabStaff.cmake", "the staff tree's build hook (adds the staff-only parts)"},
     {"reference/solutions", "staff solutions"},
     {"docs/instructor.md", "instructor guide"},
     {"grader/class", "class grading (staff)"},
@@ -195,7 +196,7 @@ void check_output_folder(const fs::path& root, const fs::path& out, bool force) 
 
 std::vector<std::string> student_entry_points(const fs::path& root) {
   const fs::path api = root / "reference/conv/student_api.hpp";
-  const fs::path def = root / "reference/conv/gpu_variants.def";
+  const fs::path def = root / "reference/conv/variants.def";
   if (!fs::is_regular_file(api) && !fs::is_regular_file(def)) {
     throw Error("cannot find the student API (" + api.string() + ", " + def.string() +
                 "): the release checks that no shipped file outside student/ defines it");
@@ -214,15 +215,14 @@ std::vector<std::string> student_entry_points(const fs::path& root) {
     }
   }
   const std::string variants = read_text(def);
-  static const std::regex variant(R"(^CONVLAB_GPU_VARIANT\((\w+),)", std::regex::multiline);
-  static const std::regex fused(R"(^CONVLAB_GPU_FUSED_VARIANT\((\w+)\))", std::regex::multiline);
+  // Each declaration's entry points, named as student_api.hpp declares them.
+  static const std::regex variant(R"(^CONVLAB_VARIANT\((\w+), \w+, (cpu|gpu), .*, (fused|unfused)\)$)",
+                                  std::regex::multiline);
   for (auto v = std::sregex_iterator(variants.begin(), variants.end(), variant);
        v != std::sregex_iterator(); ++v) {
-    names.push_back("conv_" + (*v)[1].str());
-  }
-  for (auto v = std::sregex_iterator(variants.begin(), variants.end(), fused);
-       v != std::sregex_iterator(); ++v) {
-    names.push_back("conv_tanh_maxpool_" + (*v)[1].str());
+    const std::string id = (*v)[1];
+    names.push_back(((*v)[2] == "cpu" ? "conv_forward_" : "conv_") + id);
+    if ((*v)[3] == "fused") names.push_back("conv_tanh_maxpool_" + id);
   }
   std::sort(names.begin(), names.end());
   names.erase(std::unique(names.begin(), names.end()), names.end());

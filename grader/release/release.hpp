@@ -23,7 +23,7 @@ struct ReleasePlan {
   /// -> tree path. Every other file is copied from the same path.
   std::map<std::string, std::string> sources;
   /// "FILE:LINE: defines NAME" for every shipped file outside student/ that defines a student
-  /// entry point (student_api.hpp, gpu_variants.def). make_release refuses a non-empty list.
+  /// entry point (student_api.hpp, variants.def). make_release refuses a non-empty list.
   std::vector<std::string> entry_point_definitions;
   /// (path, why) of everything left out; a folder left out is one entry.
   std::vector<std::pair<std::string, std::string>> left_out;
@@ -57,7 +57,7 @@ struct ReleaseResult {
 using ReleaseProgressFn = std::function<void(const std::string& line)>;
 
 /// The student entry points of the tree at `root`: the functions student_api.hpp declares in
-/// namespace student and the launchers of every line of gpu_variants.def. Throws Error when
+/// namespace student and the entry points of every line of variants.def. Throws Error when
 /// neither file is there.
 std::vector<std::string> student_entry_points(const std::filesystem::path& root);
 

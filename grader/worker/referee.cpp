@@ -9,7 +9,7 @@
 //
 //   convlab-check info
 //       the GPU (name, drivers), or status no_gpu
-//   convlab-check network --model FILE --images FILE --variant NAME|cpu [--runs N]
+//   convlab-check network --model FILE --images FILE --variant NAME [--runs N]
 //                         [--warmup N] [--reference] [--noise-seed S] [--staged]
 //       one pass of the network over the images (gzipped IDX, [N][rows][cols] bytes) with the
 //       team's convolution: its predictions, in the file's order (the grader counts them
@@ -21,7 +21,7 @@
 //       median, every pass). --reference also times the library convolution the same way on
 //       the same inputs. --staged: the team's process copies into buffers of its own
 //       (compute-sanitizer runs; no timing)
-//   convlab-check elementwise --variant NAME|cpu --seed S --shape B,M,C,H,W,K [--shape ...]
+//   convlab-check elementwise --variant NAME --seed S --shape B,M,C,H,W,K [--shape ...]
 //       draws x and k for each shape from the seed (elementwise_values()), has the team's
 //       convolution called twice with y poisoned (NaN) before each call, and returns the
 //       second y
@@ -71,12 +71,28 @@ using convlab::Error;
 using nlohmann::json;
 namespace grader = convlab::grader;
 
-// The GPU variants' names, from the registry file (the team's process holds their code).
-#define CONVLAB_GPU_VARIANT(id, milestone, file, handout, idea) #id,
-constexpr const char* kVariantNames[] = {
-#include "reference/conv/gpu_variants.def"
+// The variants' names and devices, from the declarations (the team's process holds their code).
+struct VariantName {
+  const char* name;
+  bool gpu;
 };
-#undef CONVLAB_GPU_VARIANT
+#define CONVLAB_VARIANT(id, milestone, device, student_file, staff_file, handout, idea, \
+                        precision, libraries, fused)                                     \
+  {#id, std::string_view(#device) == "gpu"},
+constexpr VariantName kVariantNames[] = {
+#include "reference/conv/variants.def"
+};
+#undef CONVLAB_VARIANT
+
+// Whether `variant` runs on the GPU; throws Error naming the declared variants otherwise.
+bool runs_on_gpu(const std::string& variant) {
+  std::string names;
+  for (const VariantName& v : kVariantNames) {
+    if (variant == v.name) return v.gpu;
+    names += (names.empty() ? "" : ", ") + std::string(v.name);
+  }
+  throw Error("unknown variant '" + variant + "': use one of " + names);
+}
 
 // The max-pool a fused launcher is checked with: the one the network runner fuses.
 constexpr convlab::PoolShape kFusedPool{2, 2};
@@ -203,15 +219,8 @@ json gpu_json() {
 }
 #endif
 
-// Throws unless `variant` names a GPU variant and the GPU can be used here.
+// Throws unless the GPU can be used here for the GPU variant `variant`.
 void require_gpu(const std::string& variant) {
-  std::string names;
-  bool known = false;
-  for (const char* name : kVariantNames) {
-    known = known || variant == name;
-    names += (names.empty() ? "" : ", ") + std::string(name);
-  }
-  if (!known) throw Error("unknown variant '" + variant + "': use cpu or one of " + names);
 #ifdef CONVLAB_HAVE_CUDA
   std::string why;
   if (!convlab::cuda_device_available(&why)) throw convlab::CudaError(why);
@@ -318,7 +327,7 @@ json task_network(const Args& a) {
   images.pixels = std::move(idx.values);
   const convlab::Tensor input = images.images(images.count, model.input_scale);
 
-  const bool gpu = a.variant != "cpu";
+  const bool gpu = runs_on_gpu(a.variant);
   if (gpu) require_gpu(a.variant);
   grader::RemoteConv team(team_socket(), a.variant, a.staged);
   // Every call's time is the referee's own measurement of the remote call.
@@ -423,7 +432,7 @@ json task_network(const Args& a) {
 }
 
 json task_elementwise(const Args& a) {
-  const bool gpu = a.variant != "cpu";
+  const bool gpu = runs_on_gpu(a.variant);
   json out = {{"variant", a.variant}, {"device", gpu ? "gpu" : "cpu"}, {"seed", *a.seed}};
   out["gpu"] = nullptr;
   if (gpu) require_gpu(a.variant);

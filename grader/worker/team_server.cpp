@@ -42,26 +42,34 @@ using convlab::ConvShape;
 using convlab::Error;
 using convlab::PoolShape;
 
-#ifdef CONVLAB_HAVE_CUDA
-// The team's launchers, straight from the registry file (namespace student only).
+// The team's entry points, straight from the declarations (namespace student only).
 struct TeamVariant {
   const char* name;
-  convlab::GpuConvFn conv;
+  convlab::CpuConvFn cpu;  // a CPU variant's, or nullptr
+#ifdef CONVLAB_HAVE_CUDA
+  convlab::GpuConvFn conv;            // a GPU variant's, or nullptr
+  convlab::GpuConvTanhPoolFn fused;   // its fused launcher, or nullptr
+#endif
 };
-#define CONVLAB_GPU_VARIANT(id, milestone, file, handout, idea) {#id, &convlab::student::conv_##id},
+#ifdef CONVLAB_HAVE_CUDA
+#define CONVLAB_TEAM_ROW_cpu(id, fused) {#id, &convlab::student::conv_forward_##id, nullptr, nullptr},
+#define CONVLAB_TEAM_ROW_gpu(id, fused) \
+  {#id, nullptr, &convlab::student::conv_##id, CONVLAB_TEAM_FUSED_##fused(id)},
+#else
+#define CONVLAB_TEAM_ROW_cpu(id, fused) {#id, &convlab::student::conv_forward_##id},
+#define CONVLAB_TEAM_ROW_gpu(id, fused) {#id, nullptr},
+#endif
+#define CONVLAB_TEAM_FUSED_fused(id) &convlab::student::conv_tanh_maxpool_##id
+#define CONVLAB_TEAM_FUSED_unfused(id) nullptr
+#define CONVLAB_VARIANT(id, milestone, device, student_file, staff_file, handout, idea, \
+                        precision, libraries, fused)                                     \
+  CONVLAB_TEAM_ROW_##device(id, fused)
 constexpr TeamVariant kVariants[] = {
-#include "reference/conv/gpu_variants.def"
+#include "reference/conv/variants.def"
 };
-#undef CONVLAB_GPU_VARIANT
+#undef CONVLAB_VARIANT
 
-convlab::GpuConvTanhPoolFn fused_launcher(const std::string& name) {
-#define CONVLAB_GPU_FUSED_VARIANT(id) \
-  if (name == #id) return &convlab::student::conv_tanh_maxpool_##id;
-#include "reference/conv/gpu_variants.def"
-#undef CONVLAB_GPU_FUSED_VARIANT
-  return nullptr;
-}
-
+#ifdef CONVLAB_HAVE_CUDA
 // A CUDA failure of the team's code (distinct from the harness's own bad requests).
 struct TeamCudaFailure : Error {
   using Error::Error;
@@ -145,28 +153,28 @@ class Server {
   }
 
   void hello(const std::string& variant, wire::Reply& reply) {
-    if (variant == "cpu") {
-      gpu_ = false;
-      return;
-    }
-#ifdef CONVLAB_HAVE_CUDA
     for (const TeamVariant& v : kVariants) {
-      if (variant == v.name) {
-        std::string why;
-        if (!convlab::cuda_device_available(&why)) {
-          reply.status = wire::Status::no_gpu;
-          wire::set_text(reply.message, why);
-          return;
-        }
-        gpu_ = true;
-        conv_ = v.conv;
-        fused_ = fused_launcher(variant);
-        reply.fused = fused_ != nullptr;
-        check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+      if (variant != v.name) continue;
+      if (v.cpu != nullptr) {
+        gpu_ = false;
+        cpu_ = v.cpu;
         return;
       }
-    }
+#ifdef CONVLAB_HAVE_CUDA
+      std::string why;
+      if (!convlab::cuda_device_available(&why)) {
+        reply.status = wire::Status::no_gpu;
+        wire::set_text(reply.message, why);
+        return;
+      }
+      gpu_ = true;
+      conv_ = v.conv;
+      fused_ = v.fused;
+      reply.fused = fused_ != nullptr;
+      check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+      return;
 #endif
+    }
     throw BadRequest("unknown variant '" + variant + "'");
   }
 
@@ -245,9 +253,9 @@ class Server {
     const std::int64_t y_count = fused ? pool.pooled_elements(s) : s.y_elements();
     if (!gpu_) {
       if (fused) throw BadRequest("a fused call on the CPU");
-      convlab::student::conv_forward_cpu(resolve(rq.y, y_count, false),
-                                         resolve(rq.x, s.x_elements(), false),
-                                         resolve(rq.k, s.k_elements(), false), s);
+      if (cpu_ == nullptr) throw BadRequest("no variant was chosen (hello first)");
+      cpu_(resolve(rq.y, y_count, false), resolve(rq.x, s.x_elements(), false),
+           resolve(rq.k, s.k_elements(), false), s);
       return;
     }
 #ifdef CONVLAB_HAVE_CUDA
@@ -299,6 +307,7 @@ class Server {
 
   int socket_;
   bool gpu_ = false;
+  convlab::CpuConvFn cpu_ = nullptr;
   void* arena_ = nullptr;
   std::uint64_t arena_bytes_ = 0;
 #ifdef CONVLAB_HAVE_CUDA

@@ -13,8 +13,8 @@
 #include <utility>
 
 #include "reference/bench/cudnn_find.hpp"
-#include "reference/bench/device_tools.hpp"
-#include "reference/bench/peak.hpp"
+#include "reference/device/device_tools.hpp"
+#include "reference/device/peak.hpp"
 #include "reference/core/cuda_check.hpp"
 #include "reference/core/device_buffer.hpp"
 #include "reference/network/network_gpu.hpp"

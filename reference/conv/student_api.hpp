@@ -19,22 +19,8 @@
 /// solutions (convlab::solution).
 namespace convlab {
 
-/// Milestone m2's CPU convolution; all pointers are host memory.
+/// The signature of every CPU variant (m2's convolution); all pointers are host memory.
 using CpuConvFn = void (*)(float* y, const float* x, const float* k, const ConvShape& shape);
-
-/// The code a team writes, in the files of student/. The harness calls these entry points and
-/// times them (Op Time).
-namespace student {
-/// Milestone m2: the CPU convolution, in student/m2/conv_cpu.cpp.
-void conv_forward_cpu(float* y, const float* x, const float* k, const ConvShape& shape);
-}  // namespace student
-
-/// The staff solutions of every student entry point (reference/solutions/, left out of the
-/// student release). `convlab run --impl solution` runs them.
-namespace solution {
-/// Staff solution of student::conv_forward_cpu.
-void conv_forward_cpu(float* y, const float* x, const float* k, const ConvShape& shape);
-}  // namespace solution
 
 #ifdef CONVLAB_HAVE_CUDA
 /// The one signature of every GPU variant. x, k and y are device pointers; the launcher
@@ -48,78 +34,49 @@ using GpuConvFn = void (*)(float* y, const float* x, const float* k, const ConvS
 /// y is y[B][M][pool.out(H-K+1)][pool.out(W-K+1)]. Device pointers; enqueue on `stream`.
 using GpuConvTanhPoolFn = void (*)(float* y, const float* x, const float* k, const ConvShape& shape,
                                    const PoolShape& pool, cudaStream_t stream);
+#endif
 
-/// Declares the launcher conv_<id> of one line of gpu_variants.def (expanded once in namespace
-/// student, once in namespace solution).
-#define CONVLAB_GPU_VARIANT(id, milestone, file, handout, idea)                    \
+// The entry points of every line of variants.def, declared from it: a CPU variant's
+// conv_forward_<id> (CpuConvFn), a GPU variant's conv_<id> (GpuConvFn) and, where it is
+// declared fused, conv_tanh_maxpool_<id> (GpuConvTanhPoolFn). Expanded once in namespace
+// student and once in namespace solution; their documentation is generated from the same lines
+// (docs/CMakeLists.txt).
+/// @cond CONVLAB_VARIANT_MACROS
+#define CONVLAB_DECLARE_ENTRY_cpu(id) \
+  void conv_forward_##id(float* y, const float* x, const float* k, const ConvShape& shape);
+#ifdef CONVLAB_HAVE_CUDA
+#define CONVLAB_DECLARE_ENTRY_gpu(id)                                              \
   void conv_##id(float* y, const float* x, const float* k, const ConvShape& shape, \
                  cudaStream_t stream);
-/// Declares the fused launcher conv_tanh_maxpool_<id> of a variant that offers one.
-#define CONVLAB_GPU_FUSED_VARIANT(id)                                                           \
+#define CONVLAB_DECLARE_FUSED_fused(id)                                                         \
   void conv_tanh_maxpool_##id(float* y, const float* x, const float* k, const ConvShape& shape, \
                               const PoolShape& pool, cudaStream_t stream);
-namespace student {
-#include "reference/conv/gpu_variants.def"
-}  // namespace student
-namespace solution {
-#include "reference/conv/gpu_variants.def"
-}  // namespace solution
-#undef CONVLAB_GPU_FUSED_VARIANT
-#undef CONVLAB_GPU_VARIANT
-
-// clang-format off
-/// @fn void convlab::student::conv_baseline(float* y, const float* x, const float* k, const ConvShape& shape, cudaStream_t stream)
-/// @brief Milestone m3: the baseline GPU convolution, one thread per output element, every
-/// operand from global memory.
-///
-/// Written in student/m3/conv_baseline.cu; handout: milestones/m3/README.md, "What you write".
-/// Signature of every GPU variant (GpuConvFn): x, k and y are
-/// device pointers; enqueue the work on `stream` and return.
-
-/// @fn void convlab::student::conv_shared_tiling(float* y, const float* x, const float* k, const ConvShape& shape, cudaStream_t stream)
-/// @brief Final, variant 1: the input tile and the filters staged in shared memory.
-///
-/// Written in student/final/1_shared_tiling.cu; handout: milestones/final/README.md, "1.
-/// Shared-memory tiling". Signature of every GPU variant (GpuConvFn): x, k and y are
-/// device pointers; enqueue the work on `stream` and return.
-
-/// @fn void convlab::student::conv_threads_1024(float* y, const float* x, const float* k, const ConvShape& shape, cudaStream_t stream)
-/// @brief Final, variant 2: one-dimensional blocks of 1024 threads mapped onto the output.
-///
-/// Written in student/final/2_threads_1024.cu; handout: milestones/final/README.md, "2. One
-/// block of 1024 threads". Signature of every GPU variant (GpuConvFn): x, k and y are
-/// device pointers; enqueue the work on `stream` and return.
-
-/// @fn void convlab::student::conv_unroll(float* y, const float* x, const float* k, const ConvShape& shape, cudaStream_t stream)
-/// @brief Final, variant 3: the filter size known at compile time and the filter loops
-/// unrolled.
-///
-/// Written in student/final/3_unroll.cu; handout: milestones/final/README.md, "3. Loop
-/// unrolling". Signature of every GPU variant (GpuConvFn): x, k and y are
-/// device pointers; enqueue the work on `stream` and return.
-
-/// @fn void convlab::student::conv_constant_memory(float* y, const float* x, const float* k, const ConvShape& shape, cudaStream_t stream)
-/// @brief Final, variant 4: the filters in __constant__ memory.
-///
-/// Written in student/final/4_constant_memory.cu; handout: milestones/final/README.md, "4.
-/// Constant memory". Signature of every GPU variant (GpuConvFn): x, k and y are
-/// device pointers; enqueue the work on `stream` and return.
-
-/// @fn void convlab::student::conv_best(float* y, const float* x, const float* k, const ConvShape& shape, cudaStream_t stream)
-/// @brief Final, variant 5: the team's fastest kernel, the one the ranking uses.
-///
-/// Written in student/final/5_best.cu; handout: milestones/final/README.md, "5. Your best
-/// kernel". Signature of every GPU variant (GpuConvFn): x, k and y are
-/// device pointers; enqueue the work on `stream` and return.
-
-/// @fn void convlab::student::conv_tanh_maxpool_best(float* y, const float* x, const float* k, const ConvShape& shape, const PoolShape& pool, cudaStream_t stream)
-/// @brief Final, variant 5, optional: the best kernel fused with the tanh and max-pool that
-/// follow the conv layer, y = maxpool(tanh(conv(x, k))).
-///
-/// Written in student/final/5_best.cu; handout: milestones/final/README.md, "5. Your best
-/// kernel". Signature GpuConvTanhPoolFn. While it throws NotImplemented (the stub), the
-/// harness runs conv_best and then its own tanh and max-pool.
-// clang-format on
+#else
+#define CONVLAB_DECLARE_ENTRY_gpu(id)
+#define CONVLAB_DECLARE_FUSED_fused(id)
 #endif
+#define CONVLAB_DECLARE_FUSED_unfused(id)
+#define CONVLAB_VARIANT(id, milestone, device, student_file, staff_file, handout, idea, \
+                        precision, libraries, fused)                                     \
+  CONVLAB_DECLARE_ENTRY_##device(id) CONVLAB_DECLARE_FUSED_##fused(id)
+/// @endcond
+
+/// The code a team writes, in the files of student/. The harness calls these entry points and
+/// times them (Op Time).
+namespace student {
+#include "reference/conv/variants.def"
+}  // namespace student
+
+/// The staff solutions of every student entry point (reference/solutions/, left out of the
+/// student release). `convlab run --impl solution` runs them.
+namespace solution {
+#include "reference/conv/variants.def"
+}  // namespace solution
+
+#undef CONVLAB_VARIANT
+#undef CONVLAB_DECLARE_FUSED_unfused
+#undef CONVLAB_DECLARE_FUSED_fused
+#undef CONVLAB_DECLARE_ENTRY_gpu
+#undef CONVLAB_DECLARE_ENTRY_cpu
 
 }  // namespace convlab

@@ -25,80 +25,95 @@ bool solutions_available() {
 #endif
 }
 
-CpuConvFn cpu_conv(Impl impl) {
-  if (impl == Impl::student) return &student::conv_forward_cpu;
+namespace {
+
+constexpr std::string_view kNoSolutions =
+    "the staff solutions are not part of this build; run with --impl student";
+
+// The CPU variants' entry points.
+struct CpuEntry {
+  std::string_view id;
+  CpuConvFn student;
+  CpuConvFn solution;
+};
 #ifdef CONVLAB_HAVE_SOLUTIONS
-  return &solution::conv_forward_cpu;
+#define CONVLAB_SOLUTION_CPU(id) &solution::conv_forward_##id
 #else
-  throw Error("the staff solutions are not part of this build; run with --impl student");
+#define CONVLAB_SOLUTION_CPU(id) nullptr
 #endif
+#define CONVLAB_CPU_ENTRY_cpu(id) CpuEntry{#id, &student::conv_forward_##id, CONVLAB_SOLUTION_CPU(id)},
+#define CONVLAB_CPU_ENTRY_gpu(id)
+#define CONVLAB_VARIANT(id, milestone, device, student_file, staff_file, handout, idea, \
+                        precision, libraries, fused)                                     \
+  CONVLAB_CPU_ENTRY_##device(id)
+constexpr std::array kCpuEntries = {
+#include "reference/conv/variants.def"
+};
+#undef CONVLAB_VARIANT
+
+}  // namespace
+
+CpuConvFn cpu_conv(Impl impl, std::string_view id) {
+  for (const CpuEntry& e : kCpuEntries) {
+    if (!id.empty() && e.id != id) continue;
+    if (impl == Impl::student) return e.student;
+    if (e.solution == nullptr) throw Error(std::string(kNoSolutions));
+    return e.solution;
+  }
+  throw Error("no CPU variant '" + std::string(id) + "' is declared; see convlab variants");
 }
 
 #ifdef CONVLAB_HAVE_CUDA
+namespace {
 #ifdef CONVLAB_HAVE_SOLUTIONS
 #define CONVLAB_SOLUTION(id) &solution::conv_##id
+#define CONVLAB_SOLUTION_FUSED_fused(id) &solution::conv_tanh_maxpool_##id
 #else
 #define CONVLAB_SOLUTION(id) nullptr
+#define CONVLAB_SOLUTION_FUSED_fused(id) nullptr
 #endif
-
-namespace {
-// The fused launchers of the variants gpu_variants.def lists with CONVLAB_GPU_FUSED_VARIANT.
-#ifdef CONVLAB_HAVE_SOLUTIONS
-#define CONVLAB_SOLUTION_FUSED(id) &solution::conv_tanh_maxpool_##id
-#else
-#define CONVLAB_SOLUTION_FUSED(id) nullptr
-#endif
-struct FusedPair {
-  GpuConvTanhPoolFn student = nullptr;
-  GpuConvTanhPoolFn solution = nullptr;
+#define CONVLAB_STUDENT_FUSED_fused(id) &student::conv_tanh_maxpool_##id
+#define CONVLAB_STUDENT_FUSED_unfused(id) nullptr
+#define CONVLAB_SOLUTION_FUSED_unfused(id) nullptr
+#define CONVLAB_GPU_ROW_cpu(id, milestone, file, handout, idea, fused)
+#define CONVLAB_GPU_ROW_gpu(id, milestone, file, handout, idea, fused)       \
+  GpuVariant{#id,                                                            \
+             #milestone,                                                     \
+             file,                                                           \
+             handout,                                                        \
+             idea,                                                           \
+             &student::conv_##id,                                            \
+             CONVLAB_SOLUTION(id),                                           \
+             CONVLAB_STUDENT_FUSED_##fused(id),                              \
+             CONVLAB_SOLUTION_FUSED_##fused(id)},
+#define CONVLAB_VARIANT(id, milestone, device, student_file, staff_file, handout, idea, \
+                        precision, libraries, fused)                                     \
+  CONVLAB_GPU_ROW_##device(id, milestone, student_file, handout, idea, fused)
+constexpr std::array kGpuVariants = {
+#include "reference/conv/variants.def"
 };
-constexpr FusedPair fused_of([[maybe_unused]] std::string_view name) {
-#define CONVLAB_GPU_FUSED_VARIANT(id) \
-  if (name == #id) return FusedPair{&student::conv_tanh_maxpool_##id, CONVLAB_SOLUTION_FUSED(id)};
-#include "reference/conv/gpu_variants.def"
-#undef CONVLAB_GPU_FUSED_VARIANT
-  return {};
-}
-
-#define CONVLAB_GPU_VARIANT(id, milestone, file, handout, idea) \
-  GpuVariant{#id,                                               \
-             milestone,                                         \
-             file,                                              \
-             handout,                                           \
-             idea,                                              \
-             &student::conv_##id,                               \
-             CONVLAB_SOLUTION(id),                              \
-             fused_of(#id).student,                             \
-             fused_of(#id).solution},
-constexpr std::array kVariants = {
-#include "reference/conv/gpu_variants.def"
-};
-#undef CONVLAB_GPU_VARIANT
+#undef CONVLAB_VARIANT
 }  // namespace
 
 GpuConvFn GpuVariant::launcher(Impl impl) const {
   if (impl == Impl::student) return student;
-  if (solution == nullptr) {
-    throw Error("the staff solutions are not part of this build; run with --impl student");
-  }
+  if (solution == nullptr) throw Error(std::string(kNoSolutions));
   return solution;
 }
 
 GpuConvTanhPoolFn GpuVariant::fused_launcher(Impl impl) const {
   if (impl == Impl::student || student_fused == nullptr) return student_fused;
-  if (solution_fused == nullptr) {
-    throw Error("the staff solutions are not part of this build; run with --impl student");
-  }
+  if (solution_fused == nullptr) throw Error(std::string(kNoSolutions));
   return solution_fused;
 }
 
 std::span<const GpuVariant> gpu_variants() {
-  return kVariants;
+  return kGpuVariants;
 }
 
 const GpuVariant& find_gpu_variant(std::string_view name) {
   std::string names;
-  for (const GpuVariant& v : kVariants) {
+  for (const GpuVariant& v : kGpuVariants) {
     if (v.name == name) return v;
     names += names.empty() ? "" : ", ";
     names += v.name;

@@ -1,12 +1,13 @@
 /// @file
-/// @brief Which convolution code runs: the m2 CPU entry point and the registry of GPU variants
-/// (gpu_variants.def).
+/// @brief The variant registry (variants.def): every variant's declaration, and which code runs
+/// (the team's or the staff solution).
 #pragma once
 
 #include <span>
 #include <string_view>
 
 #include "reference/conv/student_api.hpp"
+#include "reference/conv/variant_table.hpp"
 
 namespace convlab {
 
@@ -20,13 +21,14 @@ Impl parse_impl(std::string_view text);
 /// Whether the staff solutions were compiled into this build.
 bool solutions_available();
 
-/// The m2 CPU convolution of `impl`; throws Error if the staff solution is not in this build.
-CpuConvFn cpu_conv(Impl impl);
+/// The CPU convolution of `impl` for the CPU variant `id` (the first CPU variant when empty);
+/// throws Error if the staff solution is not in this build.
+CpuConvFn cpu_conv(Impl impl, std::string_view id = {});
 
 #ifdef CONVLAB_HAVE_CUDA
 /// One GPU variant: its name, where the team writes it, and both implementations.
 struct GpuVariant {
-  std::string_view name;          ///< registry id, e.g. "shared_tiling"
+  std::string_view name;          ///< registry id, e.g. "shared_tiling" (Variant::id)
   std::string_view milestone;     ///< "m3" or "final"
   std::string_view student_file;  ///< the file the team edits
   std::string_view handout;       ///< the handout section that explains it
@@ -34,7 +36,7 @@ struct GpuVariant {
   GpuConvFn student;              ///< the team's launcher
   GpuConvFn solution;             ///< the staff launcher, or nullptr in the student release
   /// The team's fused conv + tanh + max-pool launcher, or nullptr where the variant offers
-  /// none (gpu_variants.def, CONVLAB_GPU_FUSED_VARIANT).
+  /// none (variants.def, `unfused`).
   GpuConvTanhPoolFn student_fused = nullptr;
   /// The staff fused launcher, or nullptr (no fused launcher, or the student release).
   GpuConvTanhPoolFn solution_fused = nullptr;
@@ -46,7 +48,7 @@ struct GpuVariant {
   GpuConvTanhPoolFn fused_launcher(Impl impl) const;
 };
 
-/// Every variant, in teaching order.
+/// Every GPU variant, in teaching order.
 std::span<const GpuVariant> gpu_variants();
 /// The variant called `name`; throws Error listing the valid names otherwise.
 const GpuVariant& find_gpu_variant(std::string_view name);

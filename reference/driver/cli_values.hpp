@@ -6,20 +6,17 @@
 #include <string>
 #include <vector>
 
+#include "reference/conv/variants.hpp"
 #include "reference/driver/milestone.hpp"
 
 namespace convlab {
 
-/// Expands a line of gpu_variants.def to the variant's name (used just below, then undefined).
-#define CONVLAB_GPU_VARIANT(id, milestone, file, handout, idea) #id,
-/// Every GPU variant's name, in registry order; the same in a build without CUDA.
+/// Every GPU variant's name (what --variant selects), in declaration order; the same in a
+/// build without CUDA.
 inline const std::vector<std::string>& variant_names() {
-  static const std::vector<std::string> names{
-#include "reference/conv/gpu_variants.def"
-  };
+  static const std::vector<std::string> names = variant_ids({}, "gpu");
   return names;
 }
-#undef CONVLAB_GPU_VARIANT
 
 /// What --variant accepts: a variant's name or "all".
 inline std::vector<std::string> variant_choices() {

@@ -1,6 +1,7 @@
 /// @file
-/// @brief How the `convlab` subcommands plug into one CLI: each registers its options on the
-/// app and, when chosen, stores its exit code in `exit_code`.
+/// @brief The framework's `convlab` subcommands: each registers its options on the app and,
+/// when chosen, stores its exit code in `exit_code`. The command layer (grader/cli/) composes
+/// them with the grader's; each is registered beside its library with convlab_command().
 #pragma once
 
 namespace CLI {
@@ -14,10 +15,11 @@ void add_run_command(CLI::App& app, int& exit_code);
 /// `convlab check`: the team's convolution against the library one, output by output
 /// (reference/driver/check_command.cpp).
 void add_check_command(CLI::App& app, int& exit_code);
+/// `convlab variants`: the variant declarations as a table or JSON
+/// (reference/driver/variants_command.cpp).
+void add_variants_command(CLI::App& app, int& exit_code);
 /// `convlab bench`: per-layer timings of a network description against cuDNN
 /// (reference/bench/).
 void add_bench_command(CLI::App& app, int& exit_code);
-/// `convlab grade`, `grade-all`, `leaderboard`, `release` (grader/cli/).
-void add_grader_commands(CLI::App& app, int& exit_code);
 
 }  // namespace convlab

@@ -19,7 +19,7 @@
 #include "reference/profile/report.hpp"
 
 #ifdef CONVLAB_HAVE_CUDA
-#include "reference/bench/peak.hpp"
+#include "reference/device/peak.hpp"
 #include "reference/conv/cudnn_conv.hpp"
 #include "reference/core/cuda_check.hpp"
 #include "reference/network/network_gpu.hpp"

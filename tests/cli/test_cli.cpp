@@ -123,14 +123,18 @@ TEST_CASE("every bad argument exits 1, as documented, and --help lists the valid
     CAPTURE(r.output);
     CHECK(r.code == 1);
   }
+  // Every GPU variant of the declarations is a valid value, named where a value is wrong.
   const Result bad_variant = convlab_run("run m3 --variant fast");
-  for (const char* name : {"baseline", "shared_tiling", "best", "all"}) {
-    CHECK(bad_variant.output.find(name) != std::string::npos);
-  }
+  CHECK(bad_variant.output.find("all") != std::string::npos);
   const Result help = convlab_run("run --help");
   CHECK(help.code == 0);
-  CHECK(help.output.find("constant_memory") != std::string::npos);
-  CHECK(convlab_run("check --help").output.find("threads_1024") != std::string::npos);
+  const std::string check_help = convlab_run("check --help").output;
+  for (const std::string& name : variant_ids({}, "gpu")) {
+    CAPTURE(name);
+    CHECK(bad_variant.output.find(name) != std::string::npos);
+    CHECK(help.output.find(name) != std::string::npos);
+    CHECK(check_help.find(name) != std::string::npos);
+  }
   CHECK(convlab_run("--version").code == 0);
 }
 

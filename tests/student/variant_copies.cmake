@@ -1,6 +1,6 @@
-# Every variant file links on its own when it starts as a copy of the baseline: the baseline
-# stub's skeleton (its kernel in an anonymous namespace) is copied into the file of every
-# variant of reference/conv/gpu_variants.def, each with its launcher, and all are compiled and
+# Every variant file links on its own when it starts as a copy of the first GPU variant (the
+# baseline): that stub's skeleton (its kernel in an anonymous namespace) is copied into the file
+# of every GPU variant of reference/conv/variants.def, each with its launcher, and all are compiled and
 # linked into one program, as the student library does. Without the anonymous namespace the
 # same copies must fail to link (so the test can tell). Needs nvcc, not a GPU.
 #
@@ -11,8 +11,23 @@ foreach(v SOURCE_DIR WORK_DIR NVCC CUDA_ARCH)
   endif()
 endforeach()
 
-# The skeleton, from the comment of the baseline stub: "// namespace {" to "// }  // namespace".
-file(STRINGS "${SOURCE_DIR}/student/m3/conv_baseline.cu" stub)
+# Every GPU variant of the declarations: (id, file).
+include("${SOURCE_DIR}/cmake/ConvlabVariants.cmake")
+set(ids "")
+foreach(id IN LISTS CONVLAB_VARIANTS)
+  if(CONVLAB_VARIANT_${id}_DEVICE STREQUAL "gpu")
+    list(APPEND ids "${id}")
+    set(file_${id} "${CONVLAB_VARIANT_${id}_STUDENT_FILE}")
+  endif()
+endforeach()
+list(LENGTH ids count)
+if(count LESS 2)
+  message(FATAL_ERROR "found ${count} GPU variants in variants.def; expected several")
+endif()
+list(GET ids 0 first)
+
+# The skeleton, from the comment of the first stub: "// namespace {" to "// }  // namespace".
+file(STRINGS "${SOURCE_DIR}/${file_${first}}" stub)
 set(skeleton "")
 set(inside OFF)
 foreach(line IN LISTS stub)
@@ -28,21 +43,8 @@ foreach(line IN LISTS stub)
   endif()
 endforeach()
 if(NOT skeleton MATCHES "namespace \\{" OR NOT skeleton MATCHES "__global__ void conv_forward_kernel")
-  message(FATAL_ERROR "student/m3/conv_baseline.cu has no skeleton in an anonymous namespace "
+  message(FATAL_ERROR "${file_${first}} has no skeleton in an anonymous namespace "
                       "(// namespace { ... // }  // namespace) with conv_forward_kernel")
-endif()
-
-# Every variant of the registry: (id, file).
-file(STRINGS "${SOURCE_DIR}/reference/conv/gpu_variants.def" lines REGEX "^CONVLAB_GPU_VARIANT\\(")
-set(ids "")
-foreach(line IN LISTS lines)
-  string(REGEX MATCH "^CONVLAB_GPU_VARIANT\\(([a-z0-9_]+), \"[^\"]*\", \"([^\"]+)\"" _ "${line}")
-  list(APPEND ids "${CMAKE_MATCH_1}")
-  set(file_${CMAKE_MATCH_1} "${CMAKE_MATCH_2}")
-endforeach()
-list(LENGTH ids count)
-if(count LESS 2)
-  message(FATAL_ERROR "found ${count} variants in gpu_variants.def; expected several")
 endif()
 
 # Builds one copy per variant of `variants` with `kernel_code`; the link's result goes to `result`.
@@ -64,7 +66,7 @@ function(build_copies tag variants kernel_code result)
                             -I "${SOURCE_DIR}" -c "${src}" -o "${dir}/${name}.o"
                     RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
     if(NOT rc EQUAL 0)
-      message(FATAL_ERROR "${file_${id}}, a copy of the baseline skeleton, does not compile:\n${out}")
+      message(FATAL_ERROR "${file_${id}}, a copy of the first stub's skeleton, does not compile:\n${out}")
     endif()
     list(APPEND objects "${dir}/${name}.o")
     string(APPEND calls "  (void)&convlab::student::conv_${id};\n")
@@ -79,10 +81,10 @@ endfunction()
 
 build_copies(anonymous "${ids}" "${skeleton}" linked)
 if(NOT linked EQUAL 0)
-  message(FATAL_ERROR "the ${count} variant files, each a copy of the baseline skeleton, do not "
+  message(FATAL_ERROR "the ${count} variant files, each a copy of the first stub's skeleton, do not "
                       "link together:\n${linked_log}")
 endif()
-message(STATUS "${count} variant files, each a copy of the baseline skeleton, link together: ${ids}")
+message(STATUS "${count} variant files, each a copy of the first stub's skeleton, link together: ${ids}")
 
 # The control: the same kernel outside an anonymous namespace is defined twice (two variants
 # are enough to show it).

@@ -7,6 +7,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "grader/grade/grading_plan.hpp"
+#include "reference/conv/variant_table.hpp"
 #include "tests/grader/grade/grade_test_support.hpp"
 
 using namespace convlab;
@@ -15,9 +17,22 @@ using nlohmann::json;
 
 namespace {
 
-const std::vector<std::string> kFinalFiles = {
-    "student/final/1_shared_tiling.cu", "student/final/2_threads_1024.cu",
-    "student/final/3_unroll.cu", "student/final/4_constant_memory.cu", "student/final/5_best.cu"};
+// The student files of `milestone`'s variants, from the declarations.
+std::vector<std::string> files_of(std::string_view milestone) {
+  std::vector<std::string> files;
+  for (const Variant& v : variants()) {
+    if (v.milestone == milestone) files.emplace_back(v.student_file);
+  }
+  return files;
+}
+const std::vector<std::string> kFinalFiles = files_of("final");
+
+// The ranked variant of `milestone` (its checks.json).
+std::string ranked_variant(const std::string& milestone) {
+  const auto specs = load_milestone_specs(test::source_dir(), milestone);
+  REQUIRE(specs.size() == 1);
+  return specs[0].ranked_variant;
+}
 
 // Full marks, except a memcheck that is skipped because compute-sanitizer is missing.
 void expect_full_marks(const GradeResult& r) {
@@ -41,7 +56,7 @@ void expect_full_marks(const GradeResult& r) {
 TEST_CASE("m3: the staff baseline gets full marks and a time against cuDNN") {
   test::require_data();
   test::Submission s("staff-m3");
-  s.add_solutions({"student/m3/conv_baseline.cu"});
+  s.add_solutions(files_of("m3"));
   const GradeResult r = test::grade(s.options("m3"));
   INFO(test::describe(r));
   CHECK(r.grader_error.empty());
@@ -61,26 +76,32 @@ TEST_CASE("m3: the staff baseline gets full marks and a time against cuDNN") {
   CHECK(results.at("leaderboard")[1].at("name") == "Speedup vs cuDNN");
 }
 
-TEST_CASE("final: the staff variants get full marks; best's fused launcher is checked too") {
+TEST_CASE("final: the staff variants get full marks; a fused launcher is checked too") {
   test::require_data();
   test::Submission s("staff-final");
   s.add_solutions(kFinalFiles);
   const GradeResult r = test::grade(s.options("final"));
   INFO(test::describe(r));
   CHECK(r.grader_error.empty());
-  CHECK(r.max_score == 48);
+  // The ranked variant: 32 points; every other one: 2 + 2 (final/checks.json, grading).
+  CHECK(r.max_score == 32 + 4 * static_cast<double>(kFinalFiles.size() - 1));
   expect_full_marks(r);
-  const json ew = json::parse(test::check_of(r, "elementwise/best").details_json);
-  CHECK(ew.at("fused") == "ok");
-  CHECK(ew.at("shapes")[0].contains("fused"));
+  const std::string ranked = ranked_variant("final");
+  for (const Variant& v : variants()) {
+    if (v.milestone != "final" || !v.fused) continue;
+    CAPTURE(v.id);
+    const json ew = json::parse(test::check_of(r, "elementwise/" + std::string(v.id)).details_json);
+    CHECK(ew.at("fused") == "ok");
+    CHECK(ew.at("shapes")[0].contains("fused"));
+  }
   REQUIRE(r.op_time_s.has_value());
-  CHECK(r.ranked_variant == "best");
+  CHECK(r.ranked_variant == ranked);
   // A speedup over cuDNN beyond grading.flag_speedup_over (10) gets a flag naming the variant,
   // and only then (the staff kernel is near that line on some GPUs).
   REQUIRE(r.speedup.has_value());
   CHECK(*r.speedup > 0.5);
-  const bool flagged = std::any_of(r.flags.begin(), r.flags.end(), [](const std::string& f) {
-    return f.find("best") != std::string::npos && f.find("faster than cuDNN") != std::string::npos;
+  const bool flagged = std::any_of(r.flags.begin(), r.flags.end(), [&](const std::string& f) {
+    return f.find(ranked) != std::string::npos && f.find("faster than cuDNN") != std::string::npos;
   });
   CHECK(flagged == (*r.speedup > 10.0));
 }
@@ -90,7 +111,8 @@ TEST_CASE("m3: an out-of-bounds kernel is caught by memcheck") {
   test::Submission s("oob-m3");
   // The staff baseline with its bounds check one row short: the threads of the row below the
   // output write into the next map, and past the end of y for the last one.
-  const std::string file = "student/m3/conv_baseline.cu";
+  const Variant& variant = find_variant(variant_ids("m3").front());
+  const std::string file(variant.student_file);
   std::string code = test::solution_as_student(file);
   const std::string guard = "if (h >= H_out || w >= W_out) return;";
   const std::size_t at = code.find(guard);
@@ -99,12 +121,13 @@ TEST_CASE("m3: an out-of-bounds kernel is caught by memcheck") {
   test::put_file(s.dir(), file, code);
   const GradeResult r = test::grade(s.options("m3", {"memcheck/*"}));
   INFO(test::describe(r));
-  const CheckResult& mem = test::check_of(r, "memcheck/baseline");
+  const CheckResult& mem = test::check_of(r, "memcheck/" + std::string(variant.id));
   if (mem.status == CheckStatus::skipped) test::skip("compute-sanitizer is missing: " + mem.output);
   CHECK(mem.status == CheckStatus::failed);
   CHECK((mem.reason == "memory_error" || mem.reason == "crash" || mem.reason == "cuda_error"));
   if (mem.reason == "memory_error") {
-    CHECK(mem.output.find("conv_baseline_kernel") != std::string::npos);
+    // The staff kernel is named after its launcher.
+    CHECK(mem.output.find(variant.entry_point() + "_kernel") != std::string::npos);
   }
 }
 

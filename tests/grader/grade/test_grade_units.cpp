@@ -13,6 +13,7 @@
 #include "grader/grade/report.hpp"
 #include "grader/worker/protocol.hpp"
 #include "reference/conv/library_conv.hpp"
+#include "reference/conv/variant_table.hpp"
 #include "reference/core/error.hpp"
 #include "reference/model/model.hpp"
 #include "tests/support/test_support.hpp"
@@ -245,17 +246,21 @@ TEST_CASE("final's plan: the ranked variant gets every check, the others two at 
   REQUIRE(specs.size() == 1);
   const MilestoneSpec& s = specs[0];
   CHECK(s.gpu);
-  CHECK(s.ranked_variant == "best");
-  CHECK(s.variants.front() == "best");
+  // Every declared variant of final, the ranked one (checks.json) first.
+  const std::vector<std::string> declared = variant_ids("final");
+  CHECK(std::set<std::string>(s.variants.begin(), s.variants.end()) ==
+        std::set<std::string>(declared.begin(), declared.end()));
+  const std::string ranked = s.ranked_variant;
+  CHECK(s.variants.front() == ranked);
   REQUIRE(s.memcheck.has_value());
   CHECK(s.memcheck->images == 100);
   const auto plan = plan_checks(specs, {}, root / "datasets" / "models");
-  CHECK(find_check(plan, "network/best/two-conv/10000")->check.max_score == 5);
-  CHECK(find_check(plan, "elementwise/best")->check.max_score == 5);
-  CHECK(find_check(plan, "memcheck/best")->check.max_score == 2);
-  for (const char* v : {"shared_tiling", "threads_1024", "unroll", "constant_memory"}) {
-    CAPTURE(v);
-    const std::string name = v;
+  CHECK(find_check(plan, "network/" + ranked + "/two-conv/10000")->check.max_score == 5);
+  CHECK(find_check(plan, "elementwise/" + ranked)->check.max_score == 5);
+  CHECK(find_check(plan, "memcheck/" + ranked)->check.max_score == 2);
+  for (const std::string& name : declared) {
+    if (name == ranked) continue;
+    CAPTURE(name);
     REQUIRE(find_check(plan, "network/" + name + "/ece408-high/10000") != nullptr);
     CHECK(find_check(plan, "network/" + name + "/ece408-high/10000")->check.max_score == 2);
     CHECK_FALSE(find_check(plan, "network/" + name + "/ece408-high/10000")->timed);
@@ -264,8 +269,8 @@ TEST_CASE("final's plan: the ranked variant gets every check, the others two at 
     CHECK(find_check(plan, "network/" + name + "/ece408-low/10000") == nullptr);
     CHECK(find_check(plan, "time/" + name + "/ece408-high/10000") == nullptr);
   }
-  // best: 10 + 10 + 5 (networks) + 5 (element-wise) + 2 (memcheck); others: 4 x (2 + 2).
-  CHECK(total_points(plan) == 32 + 16);
+  // The ranked one: 10 + 10 + 5 (networks) + 5 (element-wise) + 2 (memcheck); each other: 2 + 2.
+  CHECK(total_points(plan) == 32 + 4 * static_cast<double>(declared.size() - 1));
 }
 
 TEST_CASE("all grades m2, m3 and final with unique ids") {
@@ -331,7 +336,7 @@ GradeResult sample_result() {
   r.team = "team-a";
   r.milestone = "final";
   r.seed = 1234;
-  r.ranked_variant = "best";
+  r.ranked_variant = variant_ids("final").back();
   r.ranked_model = "ece408-high";
   r.ranked_images = 10000;
   r.op_time_s = 0.002;

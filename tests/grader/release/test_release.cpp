@@ -7,9 +7,11 @@
 #include <fstream>
 #include <iterator>
 #include <set>
+#include <sstream>
 #include <string>
 
 #include "grader/release/release.hpp"
+#include "reference/conv/variants.hpp"
 #include "tests/support/test_support.hpp"
 
 namespace fs = std::filesystem;
@@ -35,7 +37,7 @@ fs::path make_fake_tree(const fs::path& root) {
   fs::permissions(root / "datasets/fetch-fashion-mnist.sh", fs::perms::owner_exec,
                   fs::perm_options::add);
   // The student API, which names the entry points no file outside student/ may define.
-  for (const char* f : {"reference/conv/student_api.hpp", "reference/conv/gpu_variants.def"}) {
+  for (const char* f : {"reference/conv/student_api.hpp", "reference/conv/variants.def"}) {
     fs::create_directories((root / f).parent_path());
     fs::copy_file(src / f, root / f);
   }
@@ -118,7 +120,7 @@ TEST_CASE("the release holds the team's files and nothing staff-only") {
                                        "milestones/m1/checks.json",
                                        "milestones/m2/checks.json",
                                        "milestones/m3/checks.json",
-                                       "reference/conv/gpu_variants.def",
+                                       "reference/conv/variants.def",
                                        "reference/conv/student_api.hpp",
                                        "reference/core/error.hpp",
                                        "student/m2/conv_cpu.cpp",
@@ -194,17 +196,14 @@ TEST_CASE("a file outside student/ that defines a student entry point stops the 
 TEST_CASE("the entry points come from the student API, every variant included") {
   const auto names = convlab::grader::student_entry_points(convlab::test::source_dir());
   const std::set<std::string> have(names.begin(), names.end());
-  CHECK(have.contains("conv_forward_cpu"));
-  CHECK(have.contains("conv_baseline"));
-  CHECK(have.contains("conv_tanh_maxpool_best"));
-  // One per variant line of gpu_variants.def, plus the CPU one and the fused ones.
-  std::ifstream def(convlab::test::source_dir() / "reference/conv/gpu_variants.def");
-  std::string line;
-  std::size_t lines = 0;
-  while (std::getline(def, line)) {
-    lines += line.starts_with("CONVLAB_GPU_VARIANT(") || line.starts_with("CONVLAB_GPU_FUSED_VARIANT(");
+  // One per declared variant, plus one per fused launcher.
+  std::size_t expected = 0;
+  for (const convlab::Variant& v : convlab::variants()) {
+    CHECK(have.contains(v.entry_point()));
+    if (v.fused) CHECK(have.contains("conv_tanh_maxpool_" + std::string(v.id)));
+    expected += v.fused ? 2 : 1;
   }
-  CHECK(names.size() == lines + 1);
+  CHECK(names.size() == expected);
   // The staff tree holds definitions outside student/ only in staff-only paths.
   const auto plan = convlab::grader::plan_release(convlab::test::source_dir());
   std::string found;
@@ -264,4 +263,36 @@ TEST_CASE("a folder that is not a convlab tree is refused with what to do") {
   std::string output;
   CHECK(release(tmp.path(), tmp.path() / "kit", "", &output) == 1);
   CHECK(output.find("CONVLAB_ROOT") != std::string::npos);
+}
+
+TEST_CASE("every staff-only part the build adds is left out of the kit, and so is its hook") {
+  // cmake/ConvlabStaff.cmake lists the folders only the staff tree builds; the kit must hold
+  // none of them, or the kit's build would differ from the one its tests describe.
+  const fs::path root = convlab::test::source_dir();
+  std::ifstream in(root / "cmake/ConvlabStaff.cmake");
+  REQUIRE(in);
+  std::vector<std::string> staff_dirs;
+  for (std::string line; std::getline(in, line);) {
+    for (const char* list : {"set(CONVLAB_STAFF_DIRS ", "set(CONVLAB_STAFF_TEST_DIRS "}) {
+      if (!line.starts_with(list)) continue;
+      std::istringstream words(line.substr(std::string(list).size()));
+      for (std::string w; words >> w;) {
+        if (w.ends_with(")")) w.pop_back();
+        if (!w.empty()) staff_dirs.push_back(w);
+      }
+    }
+  }
+  REQUIRE(staff_dirs.size() >= 4);
+  const auto plan = convlab::grader::plan_release(root);
+  for (const std::string& dir : staff_dirs) {
+    CAPTURE(dir);
+    CHECK(fs::exists(root / dir / "CMakeLists.txt"));
+    CHECK(std::none_of(plan.files.begin(), plan.files.end(), [&](const std::string& f) {
+      return f == dir || f.starts_with(dir + "/");
+    }));
+  }
+  CHECK(std::find(plan.files.begin(), plan.files.end(), "cmake/ConvlabStaff.cmake") ==
+        plan.files.end());
+  CHECK(std::find(plan.files.begin(), plan.files.end(), "cmake/ConvlabVariants.cmake") !=
+        plan.files.end());
 }

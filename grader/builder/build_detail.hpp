@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "grader/build/build_submission.hpp"
+#include "grader/builder/build_submission.hpp"
 #include "grader/sandbox/sandbox.hpp"
 
 namespace convlab::grader::build_detail {
@@ -87,7 +87,7 @@ struct Framework {
   std::filesystem::path dir;    ///< cache_dir/<key>
   std::filesystem::path src;    ///< its pristine copy
   std::filesystem::path build;  ///< its build folder (settings, targets, archives)
-  /// grader/build/project configured once with the stubs: its compiler checks seed each
+  /// grader/builder/project configured once with the stubs: its compiler checks seed each
   /// submission's configure (CMakeFiles/<version>/), which then skips them.
   std::filesystem::path project_template;
   bool reused = false;

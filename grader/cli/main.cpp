@@ -1,11 +1,16 @@
-// convlab: the command students, the grader and instructors run.
+// convlab: the command students, the grader and instructors run. Its subcommands are whatever the
+// parts of this tree registered (grader/cli/CMakeLists.txt).
 #include <CLI/CLI.hpp>
 #include <exception>
 #include <iostream>
 #include <new>
 
 #include "reference/core/error.hpp"
-#include "reference/driver/commands.hpp"
+
+namespace convlab {
+// Adds every registered subcommand (generated: registered_commands.cpp).
+void add_registered_commands(CLI::App& app, int& exit_code);
+}  // namespace convlab
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -15,10 +20,7 @@ int main(int argc, char** argv) {
 
   // Each subcommand runs from its CLI11 callback, inside parse(), and sets exit_code.
   int exit_code = 0;
-  convlab::add_check_command(app, exit_code);
-  convlab::add_run_command(app, exit_code);
-  convlab::add_bench_command(app, exit_code);
-  convlab::add_grader_commands(app, exit_code);
+  convlab::add_registered_commands(app, exit_code);
 
   try {
     app.parse(argc, argv);

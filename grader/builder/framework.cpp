@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <system_error>
 
-#include "grader/build/build_detail.hpp"
+#include "grader/builder/build_detail.hpp"
 #include "reference/core/error.hpp"
 
 namespace convlab::grader::build_detail {
@@ -23,8 +23,8 @@ namespace {
 
 // Changes whenever what this file puts in a cache entry changes.
 constexpr std::string_view kCacheFormat = "convlab-grader-framework 4";
-constexpr std::string_view kExportScript = "grader/build/framework/export.cmake";
-constexpr std::string_view kProject = "grader/build/project";
+constexpr std::string_view kExportScript = "grader/builder/framework/export.cmake";
+constexpr std::string_view kProject = "grader/builder/project";
 // The objects of the library convolutions (reference/conv/library_conv.hpp, cudnn_conv.hpp).
 constexpr std::string_view kLibraryConvObjects[] = {"/library_conv_cpu.cpp.o", "/cudnn_conv.cu.o"};
 
@@ -59,9 +59,9 @@ bool hashed(std::string_view rel) {
     return false;
   }
   // The harness is compiled into the cache too, with the grader headers it may include;
-  // grader/build/ counts only through the script it injects (the harness never includes it).
+  // grader/builder/ counts only through the script it injects (the harness never includes it).
   if (rel.starts_with("grader/")) {
-    if (rel.starts_with("grader/build/")) return rel == kExportScript;
+    if (rel.starts_with("grader/builder/")) return rel == kExportScript;
     return rel.starts_with("grader/worker/") || rel.ends_with(".hpp") || rel.ends_with(".h");
   }
   return true;
@@ -155,7 +155,7 @@ std::string gather_facts(Framework& fw) {
   if (conv_objects.empty()) {
     error +=
         "the library convolution's objects (library_conv_cpu.cpp.o) are not in the "
-        "framework build: name its files in kLibraryConvObjects (grader/build/framework.cpp)\n";
+        "framework build: name its files in kLibraryConvObjects (grader/builder/framework.cpp)\n";
   }
   for (const NmSymbol& s : parse_nm(run_nm({"--defined-only"}, conv_objects, fw.dir, &error))) {
     bool strong = false;

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "reference/bench/device_tools.hpp"
-#include "reference/bench/peak.hpp"
+#include "reference/device/device_tools.hpp"
+#include "reference/device/peak.hpp"
 #include "reference/core/cuda_check.hpp"
 #include "reference/core/device_buffer.hpp"
 

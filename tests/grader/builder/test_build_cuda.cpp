@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/grader/build/build_test_support.hpp"
+#include "tests/grader/builder/build_test_support.hpp"
 
 using namespace convlab;
 using test::write_file;
@@ -51,10 +51,10 @@ TEST_CASE(
     "build: the staff solutions of m3 and final, handed in as the team's files, pass "
     "every check") {
   require_cuda_build();
-  const std::vector<std::string> files = {
-      "student/m3/conv_baseline.cu",        "student/final/1_shared_tiling.cu",
-      "student/final/2_threads_1024.cu",    "student/final/3_unroll.cu",
-      "student/final/4_constant_memory.cu", "student/final/5_best.cu"};
+  std::vector<std::string> files;  // every GPU variant's file
+  for (const Variant& v : variants()) {
+    if (v.gpu()) files.emplace_back(v.student_file);
+  }
   test::BuildFixture f;
   for (const std::string& file : files) {
     const std::string code = test::solution_as_team_file(file);

@@ -1,6 +1,6 @@
 // One submission's build: scan, pristine copy plus the team's files, the cached framework, the
 // team's files and the harness compiled in the sandbox, then the include and symbol checks.
-#include "grader/build/build_submission.hpp"
+#include "grader/builder/build_submission.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -8,7 +8,7 @@
 #include <fstream>
 #include <system_error>
 
-#include "grader/build/build_detail.hpp"
+#include "grader/builder/build_detail.hpp"
 #include "grader/sandbox/sandbox.hpp"
 #include "reference/core/error.hpp"
 
@@ -20,7 +20,7 @@ namespace {
 
 constexpr std::size_t kMaxSourceBytes = 1u << 20;
 // The per-submission CMake project (inside the copy, so the team cannot change it).
-constexpr std::string_view kProject = "grader/build/project";
+constexpr std::string_view kProject = "grader/builder/project";
 // Where CMake puts the team's objects, relative to the build folder.
 constexpr std::string_view kStudentObjects = "student/CMakeFiles/convlab_student.dir";
 constexpr std::string_view kHarnessObjects = "worker/CMakeFiles/convlab-team.dir";

@@ -12,9 +12,10 @@
 #include <regex>
 #include <string>
 
-#include "grader/build/build_detail.hpp"
+#include "grader/builder/build_detail.hpp"
+#include "reference/conv/variant_table.hpp"
 #include "reference/core/error.hpp"
-#include "tests/grader/build/build_test_support.hpp"
+#include "tests/grader/builder/build_test_support.hpp"
 
 using namespace convlab;
 namespace fs = std::filesystem;
@@ -23,10 +24,22 @@ using test::write_file;
 
 namespace {
 
-const std::vector<std::string> kFinal = {
-    "student/final/1_shared_tiling.cu", "student/final/2_threads_1024.cu",
-    "student/final/3_unroll.cu", "student/final/4_constant_memory.cu", "student/final/5_best.cu"};
-const std::vector<std::string> kM2 = {"student/m2/conv_cpu.cpp"};
+// The files of a milestone, from the variant declarations (sorted, as the scan lists them).
+std::vector<std::string> files_of(std::string_view milestone) {
+  std::vector<std::string> files;
+  for (const Variant& v : variants()) {
+    if (v.milestone == milestone) files.emplace_back(v.student_file);
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+const std::vector<std::string> kFinal = files_of("final");
+const std::vector<std::string> kM2 = files_of("m2");
+
+// The file name of `path`.
+std::string base_name(const std::string& path) {
+  return fs::path(path).filename().string();
+}
 
 bool contains(const std::vector<std::string>& list, const std::string& item) {
   return std::find(list.begin(), list.end(), item) != list.end();
@@ -65,32 +78,30 @@ std::string m2_file(const std::string& extra, const std::string& body = "") {
 // ---- Which files are graded ---------------------------------------------------------------------
 
 TEST_CASE("scan: files at their paths are graded and the others are listed as missing") {
+  REQUIRE(kFinal.size() >= 3);
   test::TempDir sub;
-  write_file(sub.path(), "student/final/5_best.cu", "// best\n");
-  write_file(sub.path(), "student/final/1_shared_tiling.cu", "// tiling\n");
+  write_file(sub.path(), kFinal.back(), "// last\n");
+  write_file(sub.path(), kFinal.front(), "// first\n");
   const auto files = grader::scan_submission(sub.path(), kFinal, test::source_dir());
   CAPTURE(refused_list(files));
-  CHECK(files.accepted ==
-        std::vector<std::string>{"student/final/1_shared_tiling.cu", "student/final/5_best.cu"});
+  CHECK(files.accepted == std::vector<std::string>{kFinal.front(), kFinal.back()});
   REQUIRE(files.accepted_sources.size() == 2);
-  CHECK(files.accepted_sources[1] == sub.path() / "student/final/5_best.cu");
-  CHECK(files.missing == std::vector<std::string>{"student/final/2_threads_1024.cu",
-                                                  "student/final/3_unroll.cu",
-                                                  "student/final/4_constant_memory.cu"});
+  CHECK(files.accepted_sources[1] == sub.path() / kFinal.back());
+  CHECK(files.missing == std::vector<std::string>(kFinal.begin() + 1, kFinal.end() - 1));
   CHECK(files.rejected.empty());
 }
 
 TEST_CASE("scan: a flat upload is matched by file name") {
+  REQUIRE(kFinal.size() >= 3);
   test::TempDir sub;
-  write_file(sub.path(), "5_best.cu", "// best\n");
-  write_file(sub.path(), "3_unroll.cu", "// unroll\n");
+  write_file(sub.path(), base_name(kFinal.back()), "// last\n");
+  write_file(sub.path(), base_name(kFinal[1]), "// second\n");
   const auto files = grader::scan_submission(sub.path(), kFinal, test::source_dir());
   CAPTURE(refused_list(files));
-  CHECK(files.accepted ==
-        std::vector<std::string>{"student/final/3_unroll.cu", "student/final/5_best.cu"});
+  CHECK(files.accepted == std::vector<std::string>{kFinal[1], kFinal.back()});
   REQUIRE(files.accepted_sources.size() == 2);
-  CHECK(files.accepted_sources[0] == sub.path() / "3_unroll.cu");
-  CHECK(files.missing.size() == 3);
+  CHECK(files.accepted_sources[0] == sub.path() / base_name(kFinal[1]));
+  CHECK(files.missing.size() == kFinal.size() - 2);
   CHECK(files.rejected.empty());
 }
 
@@ -106,8 +117,8 @@ TEST_CASE("scan: a zip unpacked into one folder is graded from inside it") {
 TEST_CASE("scan: a whole checkout: unchanged framework files are ignored, changed ones refused") {
   test::TempDir sub;
   const fs::path root = test::source_dir();
-  for (const char* rel : {"README.md", "reference/network/network.cpp", "CMakeLists.txt",
-                          "student/final/5_best.cu"}) {
+  for (const std::string& rel : {std::string("README.md"), std::string("reference/network/network.cpp"),
+                                 std::string("CMakeLists.txt"), kFinal.back()}) {
     fs::create_directories((sub.path() / rel).parent_path());
     fs::copy_file(root / rel, sub.path() / rel);
   }
@@ -180,21 +191,23 @@ TEST_CASE("scan: links, devices, large files and odd names are refused with a re
 }
 
 TEST_CASE("scan: ambiguous names are refused instead of guessed") {
+  REQUIRE(kFinal.size() >= 2);
+  const std::string twice = base_name(kFinal.back()), placed = kFinal.front();
   test::TempDir sub;
-  write_file(sub.path(), "a/5_best.cu", "// a\n");
-  write_file(sub.path(), "b/5_best.cu", "// b\n");
-  write_file(sub.path(), "student/final/3_unroll.cu", "// at its path\n");
-  write_file(sub.path(), "3_unroll.cu", "// flat copy\n");
+  write_file(sub.path(), "a/" + twice, "// a\n");
+  write_file(sub.path(), "b/" + twice, "// b\n");
+  write_file(sub.path(), placed, "// at its path\n");
+  write_file(sub.path(), base_name(placed), "// flat copy\n");
   const auto files = grader::scan_submission(sub.path(), kFinal, test::source_dir());
   CAPTURE(refused_list(files));
-  CHECK(files.accepted == std::vector<std::string>{"student/final/3_unroll.cu"});
-  CHECK(refusal(files, "a/5_best.cu").find("several files are named 5_best.cu") !=
+  CHECK(files.accepted == std::vector<std::string>{placed});
+  CHECK(refusal(files, "a/" + twice).find("several files are named " + twice) !=
         std::string::npos);
-  CHECK(refusal(files, "b/5_best.cu").find("several files are named 5_best.cu") !=
+  CHECK(refusal(files, "b/" + twice).find("several files are named " + twice) !=
         std::string::npos);
-  CHECK(refusal(files, "3_unroll.cu").find("already provides student/final/3_unroll.cu") !=
+  CHECK(refusal(files, base_name(placed)).find("already provides " + placed) !=
         std::string::npos);
-  CHECK(contains(files.missing, "student/final/5_best.cu"));
+  CHECK(contains(files.missing, kFinal.back()));
 }
 
 TEST_CASE("scan: a milestone with nothing to hand in refuses every file, and bad folders throw") {
@@ -220,7 +233,7 @@ TEST_CASE("source scan: includes from outside the framework are found however th
               "const char* r = R\"x(\n#include \"/etc/passwd\"\n)x\";\n")
             .empty());
 
-  auto f = found("int a;\n#include \"/work/reference/solutions/final/5_best.cu\"\n");
+  auto f = found("int a;\n#include \"/work/reference/solutions/final/x.cu\"\n");
   REQUIRE(f.size() == 1);
   CHECK(f[0].starts_with("student/m2/conv_cpu.cpp:2: includes \"/work/reference/solutions"));
   f = found("\n\n#include \"../../reference/solutions/m2/conv_cpu.cpp\"\n");
@@ -291,15 +304,20 @@ TEST_CASE("symbol check: library calls, the library convolution and redefinition
       {"cudnnConvolutionForward", 'U'},
       {"cublasSgemm_v2", 'U'},
       {"_ZN7convlab22conv_forward_referenceEPfPKfS2_RKNS_9ConvShapeE", 'U'},
-      {"_ZN7convlab8solution9conv_bestEPfPKfS3_RKNS_9ConvShapeEP11CUstream_st", 'U'},
+      {"_ZN7convlab8solution4stubEv", 'U'},
       {"dlsym", 'U'},
       {"_ZN7convlab11cpu_threadsEv", 'T'},
       {"_ZN7convlab8ceil_divIiEET_S1_S1_", 'T'},
       {"_ZNSt6chrono3_V212steady_clock3nowEv", 'W'},
       {"cudaEventElapsedTime", 'T'},
       {"_ZN7convlab3run5checkEv", 'T'}};
-  const auto found = detail::check_symbols("student/final/5_best.cu", bad, fw,
-                                           {{"_ZN7convlab3run5checkEv", true}});
+  // A GPU variant's file that may call no library.
+  std::string file;
+  for (const Variant& v : variants()) {
+    if (v.gpu() && v.libraries == "none") file = v.student_file;
+  }
+  REQUIRE(!file.empty());
+  const auto found = detail::check_symbols(file, bad, fw, {{"_ZN7convlab3run5checkEv", true}});
   CAPTURE(found);
   CHECK(found.size() == 10);
   const auto has = [&](const std::string& text) {
@@ -308,7 +326,7 @@ TEST_CASE("symbol check: library calls, the library convolution and redefinition
     });
   };
   CHECK(
-      has("student/final/5_best.cu: calls cudnnConvolutionForward (cuDNN is not allowed in "
+      has(file + ": calls cudnnConvolutionForward (cuDNN is not allowed in "
           "your code: write the convolution yourself)"));
   CHECK(has("calls cublasSgemm_v2 (cuBLAS is not allowed"));
   CHECK(
@@ -320,6 +338,22 @@ TEST_CASE("symbol check: library calls, the library convolution and redefinition
   CHECK(has("defines std::chrono::_V2::steady_clock::now(), which libstdc++.so.6 defines"));
   CHECK(has("defines cudaEventElapsedTime, which libcudart_static.a defines"));
   CHECK(has("defines convlab::run::check(), which the framework defines too"));
+}
+
+TEST_CASE("symbol check: cuBLAS only from the file of a variant declared to call it") {
+  detail::Framework fw;
+  const std::vector<detail::NmSymbol> calls = {{"cublasSgemm_v2", 'U'}, {"cudnnCreate", 'U'}};
+  for (const Variant& v : variants()) {
+    CAPTURE(v.id);
+    const auto found = detail::check_symbols(std::string(v.student_file), calls, fw, {});
+    const bool may = v.libraries == "cublas";
+    CHECK(found.size() == (may ? 1u : 2u));  // cuDNN never
+    CHECK(std::none_of(found.begin(), found.end(), [&](const std::string& line) {
+      return may && line.find("cublasSgemm_v2") != std::string::npos;
+    }));
+  }
+  // A file of no variant may call no library.
+  CHECK(detail::check_symbols("student/notes.cpp", calls, fw, {}).size() == 2);
 }
 
 TEST_CASE("build log: progress and commands dropped, paths relative, cut after the first errors") {
@@ -348,12 +382,15 @@ TEST_CASE("pristine copy: the build's folders, never the solutions, tests, tools
   CHECK(detail::in_pristine_copy("CMakeLists.txt"));
   CHECK(detail::in_pristine_copy("reference/conv/variants.cpp"));
   CHECK(detail::in_pristine_copy("grader/worker/convlab_check.cpp"));
-  CHECK(detail::in_pristine_copy("grader/build/project/CMakeLists.txt"));
-  CHECK(!detail::in_pristine_copy("reference/solutions/final/5_best.cu"));
+  CHECK(detail::in_pristine_copy("grader/builder/project/CMakeLists.txt"));
+  CHECK(!detail::in_pristine_copy("reference/solutions/final/x.cu"));
   CHECK(!detail::in_pristine_copy("reference/solutions"));
   CHECK(!detail::in_pristine_copy("tests/CMakeLists.txt"));
   CHECK(!detail::in_pristine_copy("tools/train/trainer.cpp"));
   CHECK(!detail::in_pristine_copy("docs/grader.md"));
+  // The staff tree's hook stays out: the copy builds as the student kit does.
+  CHECK(!detail::in_pristine_copy("cmake/ConvlabStaff.cmake"));
+  CHECK(detail::in_pristine_copy("cmake/ConvlabVariants.cmake"));
   CHECK(!detail::in_pristine_copy("build/default/CMakeCache.txt"));
   CHECK(!detail::in_pristine_copy("student/.git/config"));
   const auto files = detail::pristine_files(test::source_dir());

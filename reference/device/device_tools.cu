@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "reference/bench/device_tools.hpp"
+#include "reference/device/device_tools.hpp"
 #include "reference/core/cuda_check.hpp"
 
 namespace convlab {

@@ -6,7 +6,7 @@
 #include <sstream>
 #include <vector>
 
-#include "grader/build/build_detail.hpp"
+#include "grader/builder/build_detail.hpp"
 #include "reference/core/error.hpp"
 
 namespace convlab::grader::build_detail {

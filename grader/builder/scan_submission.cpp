@@ -9,8 +9,8 @@
 #include <set>
 #include <system_error>
 
-#include "grader/build/build_detail.hpp"
-#include "grader/build/build_submission.hpp"
+#include "grader/builder/build_detail.hpp"
+#include "grader/builder/build_submission.hpp"
 #include "reference/core/error.hpp"
 
 namespace convlab::grader {

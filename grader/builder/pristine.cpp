@@ -9,7 +9,7 @@
 #include <fstream>
 #include <system_error>
 
-#include "grader/build/build_detail.hpp"
+#include "grader/builder/build_detail.hpp"
 #include "reference/core/error.hpp"
 
 namespace convlab::grader::build_detail {
@@ -21,6 +21,9 @@ namespace {
 // data stay out.
 constexpr std::array<std::string_view, 6> kCopiedFolders = {"cmake",    "reference", "student",
                                                             "datasets", "grader",    "milestones"};
+// The staff tree's hook (cmake/ConvlabStaff.cmake adds the staff solutions, staff tools and
+// their tests): the pristine copy builds as the student kit does, without it.
+constexpr std::string_view kStaffHook = "cmake/ConvlabStaff.cmake";
 
 std::vector<std::string_view> components(std::string_view rel) {
   std::vector<std::string_view> parts;
@@ -47,7 +50,7 @@ bool has_git(const std::vector<std::string_view>& parts) {
 
 bool in_pristine_copy(std::string_view rel) {
   const auto parts = components(rel);
-  if (parts.empty() || has_git(parts) || is_solutions(rel)) return false;
+  if (parts.empty() || has_git(parts) || is_solutions(rel) || rel == kStaffHook) return false;
   if (parts.size() == 1) return parts[0] == "CMakeLists.txt";
   return std::find(kCopiedFolders.begin(), kCopiedFolders.end(), parts[0]) != kCopiedFolders.end();
 }

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "grader/build/build_submission.hpp"
+#include "grader/builder/build_submission.hpp"
 #include "tests/support/test_support.hpp"
 
 namespace convlab::test {

@@ -10,7 +10,8 @@
 #include <regex>
 #include <system_error>
 
-#include "grader/build/build_detail.hpp"
+#include "grader/builder/build_detail.hpp"
+#include "reference/conv/variant_table.hpp"
 
 namespace convlab::grader::build_detail {
 namespace fs = std::filesystem;
@@ -181,9 +182,10 @@ bool c_api(std::string_view name, std::string_view prefix) {
 
 constexpr std::string_view kWriteIt = "write the convolution yourself";
 
-// Why a reference to `name` is refused, or "".
+// Why a reference to `name` is refused, or "". `allowed` is the one library the file's variant
+// may call (variants.def: "none" or "cublas").
 std::string forbidden_reference(const std::string& name, const std::string& demangled,
-                                const Framework& fw) {
+                                const Framework& fw, std::string_view allowed) {
   struct Library {
     std::string_view prefix, what;
   };
@@ -196,6 +198,7 @@ std::string forbidden_reference(const std::string& name, const std::string& dema
   const std::string plain = name.substr(0, name.find('@'));
   for (const Library& lib : kLibraries) {
     if (c_api(plain, lib.prefix)) {
+      if (lib.prefix == allowed) continue;
       return std::string(lib.what) + " is not allowed in your code: " + std::string(kWriteIt);
     }
   }
@@ -389,10 +392,13 @@ std::vector<std::string> check_symbols(const std::string& file,
                                        const std::vector<NmSymbol>& symbols, const Framework& fw,
                                        const std::map<std::string, bool>& harness_symbols) {
   std::vector<std::string> findings;
+  // The library the file's variant is declared to call, if any (none for a file of no variant).
+  const Variant* variant = variant_of_student_file(file);
+  const std::string_view allowed = variant != nullptr ? variant->libraries : "none";
   for (const NmSymbol& s : symbols) {
     const std::string shown = demangle(s.name);
     if (is_undefined(s.type)) {
-      if (const std::string why = forbidden_reference(s.name, shown, fw); !why.empty()) {
+      if (const std::string why = forbidden_reference(s.name, shown, fw, allowed); !why.empty()) {
         findings.push_back(file + ": calls " + shown + " (" + why + ")");
       }
       continue;

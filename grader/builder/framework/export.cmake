@@ -2,7 +2,7 @@
 # CMAKE_PROJECT_convlab_INCLUDE) when the grader builds a pristine copy of the framework once
 # per framework version. When the top-level directory is done it exports the framework
 # libraries, the settings they were compiled with and the facts the grader's checks need, so
-# that each submission's project (grader/build/project/) compiles only the team's files and
+# that each submission's project (grader/builder/project/) compiles only the team's files and
 # the harness and links against this build. Nothing here changes the framework's own build.
 
 # The libraries a submission links (never convlab_variants: it pulls in the staff solutions).
@@ -19,7 +19,7 @@ function(_convlab_grader_export)
 
   # The settings a submission is compiled with: the same compilers, flags and architectures.
   # Read twice: as the initial cache (-C, the CACHE entries) and included after project().
-  set(out "# Written by grader/build/framework/export.cmake: how the framework was built.\n")
+  set(out "# Written by grader/builder/framework/export.cmake: how the framework was built.\n")
   foreach(var CMAKE_BUILD_TYPE CMAKE_CXX_COMPILER CMAKE_CXX_FLAGS CMAKE_CXX_FLAGS_RELEASE
               CMAKE_CXX_FLAGS_DEBUG CMAKE_CXX_FLAGS_RELWITHDEBINFO CMAKE_EXE_LINKER_FLAGS
               CMAKE_MAKE_PROGRAM CONVLAB_CUDA CONVLAB_WARNINGS_AS_ERRORS CONVLAB_SANITIZE

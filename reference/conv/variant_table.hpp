@@ -1,0 +1,44 @@
+/// @file
+/// @brief The variant declarations (variants.def) as data: what each variant is, where it is
+/// written, what it may use. No entry point is linked: the grader and the tools read it too.
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace convlab {
+
+/// One line of variants.def: what a variant is, where it is written and what it may use. The
+/// same in every build (CPU-only included).
+struct Variant {
+  std::string_view id;            ///< the name --variant takes, e.g. "shared_tiling"
+  std::string_view milestone;     ///< the milestone whose handout asks for it, e.g. "final"
+  std::string_view device;        ///< "cpu" or "gpu"
+  std::string_view student_file;  ///< the file the team edits
+  std::string_view staff_file;    ///< the staff solution (absent from the student release)
+  std::string_view handout;       ///< the handout section that explains it
+  std::string_view idea;          ///< one line: what this variant changes
+  std::string_view precision;     ///< "fp32", "tf32" or "fp16"
+  std::string_view libraries;     ///< "none", or "cublas": the one library it may call
+  bool fused = false;             ///< whether it offers a fused conv + tanh + max-pool launcher
+
+  /// Whether it runs on the GPU.
+  bool gpu() const { return device == "gpu"; }
+  /// The entry point's name: conv_forward_<id> (CPU) or conv_<id> (GPU).
+  std::string entry_point() const;
+};
+
+/// Every declared variant, in declaration (teaching) order.
+std::span<const Variant> variants();
+/// The variant `id`; throws Error listing the valid ids otherwise.
+const Variant& find_variant(std::string_view id);
+/// The variant whose student file is `student_file` (e.g. "student/m2/conv_cpu.cpp"), or
+/// nullptr.
+const Variant* variant_of_student_file(std::string_view student_file);
+/// The ids of the variants of `milestone` (all milestones when empty) and `device` (both when
+/// empty), in declaration order.
+std::vector<std::string> variant_ids(std::string_view milestone = {}, std::string_view device = {});
+
+}  // namespace convlab
