@@ -71,7 +71,7 @@ const char* bench_status_name(BenchStatus status);
 
 /// One variant on one layer.
 struct VariantResult {
-  std::string variant;                   ///< registry name, e.g. "shared_tiling"
+  std::string variant;                   ///< registry name (reference/conv/variants.def)
   BenchStatus status = BenchStatus::ok;  ///< outcome
   std::string message;                   ///< what went wrong, when status is not ok
   TimingStats time;                      ///< timed runs (ok and wrong only)

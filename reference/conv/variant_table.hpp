@@ -13,7 +13,7 @@ namespace convlab {
 /// One line of variants.def: what a variant is, where it is written and what it may use. The
 /// same in every build (CPU-only included).
 struct Variant {
-  std::string_view id;            ///< the name --variant takes, e.g. "shared_tiling"
+  std::string_view id;            ///< the name --variant takes
   std::string_view milestone;     ///< the milestone whose handout asks for it, e.g. "final"
   std::string_view device;        ///< "cpu" or "gpu"
   std::string_view student_file;  ///< the file the team edits

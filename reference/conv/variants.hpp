@@ -28,7 +28,7 @@ CpuConvFn cpu_conv(Impl impl, std::string_view id = {});
 #ifdef CONVLAB_HAVE_CUDA
 /// One GPU variant: its name, where the team writes it, and both implementations.
 struct GpuVariant {
-  std::string_view name;          ///< registry id, e.g. "shared_tiling" (Variant::id)
+  std::string_view name;          ///< registry id (Variant::id)
   std::string_view milestone;     ///< "m3" or "final"
   std::string_view student_file;  ///< the file the team edits
   std::string_view handout;       ///< the handout section that explains it

@@ -1,3 +1,4 @@
+#include "reference/conv/variant_table.hpp"
 #include "reference/driver/milestone.hpp"
 
 #include <cstdlib>
@@ -54,10 +55,13 @@ Milestone load_milestone(const fs::path& root, const std::string& id) {
     Milestone m;
     m.id = j.at("milestone").get<std::string>();
     m.title = j.at("title").get<std::string>();
-    m.team_writes = j.at("team_writes").get<std::vector<std::string>>();
+    // The files and the --variant values come from the variant declarations (variants.def).
+    for (const Variant& v : variants()) {
+      if (v.milestone == m.id) m.team_writes.emplace_back(v.student_file);
+    }
     m.devices = j.at("devices").get<std::vector<std::string>>();
     m.default_device = j.at("default_device").get<std::string>();
-    m.variants = j.at("variants").get<std::vector<std::string>>();
+    m.variants = variant_ids(m.id, "gpu");
     m.default_variant = j.value("default_variant", m.variants.empty() ? "" : m.variants.front());
     m.default_model = j.at("default_model").get<std::string>();
     m.default_images = j.at("default_images").get<std::int64_t>();

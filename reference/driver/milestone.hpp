@@ -34,11 +34,11 @@ struct Milestone {
   std::string id;  ///< "m1", "m2", "m3" or "final"
   /// One line: what the milestone asks for.
   std::string title;
-  std::vector<std::string> team_writes;  ///< the student files it grades
+  std::vector<std::string> team_writes;  ///< the student files it grades (its variants')
   std::vector<std::string> devices;      ///< where it runs: "cpu", "gpu"
   /// Device used when --device is not given.
   std::string default_device;
-  std::vector<std::string> variants;  ///< GPU variants it runs (empty for CPU milestones)
+  std::vector<std::string> variants;  ///< GPU variants it runs, declared (empty for CPU milestones)
   /// Variant used when --variant is not given.
   std::string default_variant;
   /// Model used when none is named.

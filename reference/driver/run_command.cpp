@@ -238,10 +238,12 @@ static int run_milestone_fusing(const RunOptions& opt, [[maybe_unused]] bool fus
       const std::string choice = opt.variant.value_or(ms.default_variant);
       std::vector<const GpuVariant*> chosen;
       if (choice == "all") {
-        // The baseline comes first so every other variant has a speedup to show.
-        chosen.push_back(&find_gpu_variant("baseline"));
+        // The baseline (the first GPU variant declared) comes first so every other variant
+        // has a speedup to show.
+        const GpuVariant* baseline = &gpu_variants().front();
+        chosen.push_back(baseline);
         for (const std::string& v : ms.variants) {
-          if (v != "baseline") chosen.push_back(&find_gpu_variant(v));
+          if (v != baseline->name) chosen.push_back(&find_gpu_variant(v));
         }
       } else {
         const GpuVariant& v = find_gpu_variant(choice);

@@ -94,9 +94,12 @@ TEST_CASE("bad command lines") {
   check_clear_error(convlab_run("run m2 ece408-high 0", data.env()),
                     "N must be between 1");
   // Options are checked before any data is loaded.
-  for (const char* args : {"run m2 ece408-high 0", "run m2 --runs 0", "run m2 --runs 500",
-                           "run m2 --models /nonexistent", "run m2 /nonexistent.safetensors",
-                           "run m3 --variant best"}) {
+  // A final variant is not one of m3's.
+  const std::string other = "run m3 --variant " + variant_ids("final", "gpu").back();
+  for (const std::string& args : {std::string("run m2 ece408-high 0"), std::string("run m2 --runs 0"),
+                                  std::string("run m2 --runs 500"),
+                                  std::string("run m2 --models /nonexistent"),
+                                  std::string("run m2 /nonexistent.safetensors"), other}) {
     const Result r = convlab_run(args, data.env());
     CAPTURE(args);
     check_clear_error(r, "");
@@ -108,7 +111,7 @@ TEST_CASE("bad command lines") {
                     "--models /nonexistent is not a directory");
   check_clear_error(convlab_run("run m2 ece408-high ten", data.env()), "N");
   check_clear_error(convlab_run("run m2 --impl teacher", data.env()), "--impl");
-  check_clear_error(convlab_run("run m2 --variant best", data.env()),
+  check_clear_error(convlab_run("run m2 --variant " + variant_ids({}, "gpu").back(), data.env()),
                     "--variant applies to m3 and final");
   check_clear_error(convlab_run("run m2 --device gpu", data.env()), "--device chooses");
   check_clear_error(convlab_run("", data.env()), "subcommand");

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "reference/conv/variant_table.hpp"
 #include "tests/grader/builder/build_test_support.hpp"
 
 using namespace convlab;

@@ -24,6 +24,7 @@
 #include "grader/worker/team_protocol.hpp"
 #include "reference/conv/conv_shape.hpp"
 #include "reference/conv/library_conv.hpp"
+#include "reference/conv/variant_table.hpp"
 #include "tests/support/test_support.hpp"
 
 using namespace convlab;
@@ -163,10 +164,12 @@ TEST_CASE("the m2 stub reports not_implemented with its file and handout section
   std::string why;
   const auto data = test::real_data_dir(&why);
   const std::string images = data ? (*data / "t10k-images-idx3-ubyte.gz").string() : "";
-  std::vector<std::string> cases = {"elementwise --variant cpu --seed 3 --shape 1,2,1,8,8,3"};
+  const convlab::Variant& cpu = convlab::find_variant(convlab::variant_ids("m2", "cpu").front());
+  const std::string id(cpu.id);
+  std::vector<std::string> cases = {"elementwise --variant " + id + " --seed 3 --shape 1,2,1,8,8,3"};
   if (data) {
     cases.push_back("network --model " + models() + "/ece408-high.safetensors --images " + images +
-                    " --variant cpu");
+                    " --variant " + id);
   }
   for (const std::string& args : cases) {
     CAPTURE(args);
@@ -174,32 +177,34 @@ TEST_CASE("the m2 stub reports not_implemented with its file and handout section
     CHECK(r.code == 1);
     CHECK(r.doc.at("status") == "not_implemented");
     const std::string msg = r.doc.at("message");
-    CHECK(msg.find("student/m2/conv_cpu.cpp") != std::string::npos);
+    CHECK(msg.find(cpu.student_file) != std::string::npos);
     CHECK(msg.find("milestones/m2/README.md") != std::string::npos);
   }
 }
 
 TEST_CASE("a GPU variant without a usable GPU, or a GPU stub, never reports ok") {
-  const Run r = check("elementwise --variant best --seed 3 --shape 1,2,1,8,8,3");
+  const convlab::Variant& gpu = convlab::find_variant(convlab::variant_ids("final", "gpu").back());
+  const Run r =
+      check("elementwise --variant " + std::string(gpu.id) + " --seed 3 --shape 1,2,1,8,8,3");
   const std::string status = r.doc.at("status");
   CAPTURE(r.result);
   CHECK(status != "ok");
   CHECK(r.code == 1);
   if (status == "not_implemented") {
-    CHECK(r.doc.at("message").get<std::string>().find("student/final/5_best.cu") !=
-          std::string::npos);
+    CHECK(r.doc.at("message").get<std::string>().find(gpu.student_file) != std::string::npos);
   }
 }
 
 TEST_CASE("bad input is the referee's own error, with a message") {
-  for (const char* args :
-       {"", "bogus", "network --variant cpu", "elementwise --variant cpu --seed 1",
-        "elementwise --variant cpu --seed x --shape 1,1,1,5,5,3",
-        "elementwise --variant cpu --seed 1 --shape 1,1,1,5,5",
-        "elementwise --variant cpu --seed 1 --shape 1,1,1,3,3,5",
-        "elementwise --variant nosuch --seed 1 --shape 1,1,1,5,5,3",
-        "network --model /nonexistent.safetensors --images /nonexistent.gz --variant cpu",
-        "network --model m --images i --variant cpu --runs 2", "info --frobnicate"}) {
+  const std::string cpu = "--variant " + convlab::variant_ids({}, "cpu").front();
+  for (const std::string& args :
+       {std::string(""), std::string("bogus"), "network " + cpu,
+        "elementwise " + cpu + " --seed 1", "elementwise " + cpu + " --seed x --shape 1,1,1,5,5,3",
+        "elementwise " + cpu + " --seed 1 --shape 1,1,1,5,5",
+        "elementwise " + cpu + " --seed 1 --shape 1,1,1,3,3,5",
+        std::string("elementwise --variant nosuch --seed 1 --shape 1,1,1,5,5,3"),
+        "network --model /nonexistent.safetensors --images /nonexistent.gz " + cpu,
+        "network --model m --images i " + cpu + " --runs 2", std::string("info --frobnicate")}) {
     CAPTURE(args);
     const Run r = check(args);
     CHECK(r.code == 1);
@@ -217,7 +222,8 @@ TEST_CASE("the referee's clock and checks: honest, caching, early and out-of-tur
   }
   const std::string args = "network --model " + models() + "/ece408-high.safetensors --images " +
                            (*data / "t10k-images-idx3-ubyte.gz").string() +
-                           " --variant cpu --runs 2 --warmup 1 --reference --noise-seed 77";
+                           " --variant " + convlab::variant_ids("m2", "cpu").front() +
+                           " --runs 2 --warmup 1 --reference --noise-seed 77";
 
   SUBCASE("an honest convolution: counted, timed by the referee, every timed call checked") {
     const Run r = check(args, library);
