@@ -17,6 +17,7 @@
 
 #include "datasets/synthetic.hpp"
 #include "grader/release/release.hpp"
+#include "reference/conv/variant_table.hpp"
 #include "tests/support/test_support.hpp"
 
 namespace fs = std::filesystem;
@@ -150,12 +151,11 @@ TEST_CASE("the student release builds and its ctest passes, before and after a c
   CHECK(output.find("student/m2/conv_cpu.cpp") != std::string::npos);
 
   // A team's correct code: the staff solutions, as the team's files (namespace student).
-  const fs::path solutions = convlab::test::source_dir() / "reference/solutions";
-  for (const auto& e : fs::recursive_directory_iterator(solutions)) {
-    if (!e.is_regular_file()) continue;
-    const fs::path team_file = kit / "student" / e.path().lexically_relative(solutions);
-    if (!fs::exists(team_file)) continue;  // only files a team writes
-    std::string code = read_text(e.path());
+  // Each declared variant's staff file becomes its student file.
+  for (const convlab::Variant& v : convlab::variants()) {
+    const fs::path team_file = kit / v.student_file;
+    REQUIRE(fs::exists(team_file));
+    std::string code = read_text(convlab::test::source_dir() / v.staff_file);
     for (auto at = code.find("convlab::solution"); at != std::string::npos;
          at = code.find("convlab::solution", at)) {
       code.replace(at, 17, "convlab::student");
