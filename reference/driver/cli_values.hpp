@@ -37,4 +37,19 @@ inline std::string variant_names_help() {
   return joined(variant_names());
 }
 
+/// "m3: a; final: b, c": the GPU variants of each milestone, for a --help line.
+inline std::string variants_by_milestone_help() {
+  std::vector<std::string> milestones;
+  for (const Variant& v : variants()) {
+    if (v.gpu() && (milestones.empty() || milestones.back() != v.milestone)) {
+      milestones.emplace_back(v.milestone);
+    }
+  }
+  std::string text;
+  for (const std::string& m : milestones) {
+    text += (text.empty() ? "" : "; ") + m + ": " + joined(variant_ids(m, "gpu"));
+  }
+  return text;
+}
+
 }  // namespace convlab

@@ -492,8 +492,7 @@ void add_run_command(CLI::App& app, int& exit_code) {
                   "model name or .safetensors file (default: the milestone's)");
   run->add_option("N", opt->images, "how many test images, 1 to 10000 (default 10000)");
   run->add_option("--variant", opt->variant,
-                  "GPU variant to run (m3: baseline; final: " + variant_names_help() +
-                      "), or all for a table")
+                  "GPU variant to run (" + variants_by_milestone_help() + "), or all for a table")
       ->check(CLI::IsMember(variant_choices()));
   // Only where the staff solutions are built in: the student release has no such choice.
   if (solutions_available()) {
