@@ -6,6 +6,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "reference/conv/variant_table.hpp"
 #include "reference/core/error.hpp"
 #include "reference/model/model.hpp"
 
@@ -32,7 +33,7 @@ MilestoneSpec load_one(const fs::path& root, const std::string& id) {
     const json j = json::parse(in);
     spec.gpu = ms.default_device == "gpu";
     spec.variants = ms.variants;
-    if (spec.variants.empty()) spec.variants.push_back("cpu");
+    if (spec.variants.empty()) spec.variants = variant_ids(ms.id, "cpu");  // m2's, declared
     spec.ranked_variant = j.value("ranked_variant", ms.default_variant);
     if (spec.ranked_variant.empty()) spec.ranked_variant = spec.variants.front();
     const auto ranked = std::find(spec.variants.begin(), spec.variants.end(), spec.ranked_variant);

@@ -1,10 +1,12 @@
 #include "grader/grade/report.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "reference/conv/variant_table.hpp"
 #include "reference/core/error.hpp"
 #include "reference/driver/format.hpp"
 
@@ -47,7 +49,8 @@ std::string ms_text(double seconds) {
 }
 
 bool on_gpu(const GradeResult& r) {
-  return r.ranked_variant != "cpu";
+  const std::vector<std::string> cpu = variant_ids({}, "cpu");
+  return std::find(cpu.begin(), cpu.end(), r.ranked_variant) == cpu.end();
 }
 
 }  // namespace

@@ -201,9 +201,12 @@ int run_check(const CheckOptions& o, std::ostream& out) {
 
   std::vector<CheckTarget> targets;
   if (ms.variants.empty()) {
-    targets.push_back({"cpu", "student/m2/conv_cpu.cpp",
-                       [fn = cpu_conv(impl)](float* y, const float* x, const float* k,
-                                             const ConvShape& s) { fn(y, x, k, s); }});
+    // The milestone's CPU variants (m2's convolution).
+    for (const std::string& id : variant_ids(ms.id, "cpu")) {
+      targets.push_back({id, std::string(find_variant(id).student_file),
+                         [fn = cpu_conv(impl, id)](float* y, const float* x, const float* k,
+                                                   const ConvShape& s) { fn(y, x, k, s); }});
+    }
   } else {
 #ifdef CONVLAB_HAVE_CUDA
     std::string why;
