@@ -152,7 +152,8 @@ TEST_CASE("the student release builds and its ctest passes, before and after a c
   // A team's correct code: the staff solutions, as the team's files (namespace student).
   const fs::path solutions = convlab::test::source_dir() / "reference/solutions";
   for (const auto& e : fs::recursive_directory_iterator(solutions)) {
-    if (!e.is_regular_file()) continue;
+    const std::string ext = e.path().extension().string();
+    if (!e.is_regular_file() || (ext != ".cpp" && ext != ".cu")) continue;  // not CMakeLists
     const fs::path team_file = kit / "student" / e.path().lexically_relative(solutions);
     if (!fs::exists(team_file)) continue;  // only files a team writes
     std::string code = read_text(e.path());

@@ -2,6 +2,7 @@
 // into its process and reports what it finds.
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -46,7 +47,13 @@ bool mapped_file_mentions(const char* name) {
 
 void conv_baseline(float*, const float*, const float*, const ConvShape&, cudaStream_t) {
   static const bool cudnn = any_mapped_path_contains("libcudnn");
-  static const bool library = mapped_file_mentions("conv_forward_cudnn");
+  // Spelled backwards: the name itself must not be in this binary for the search to mean much.
+  static const bool library = [] {
+    std::string name = "nndduc_drawrof_vnoc";
+    name.erase(1, 1);
+    std::reverse(name.begin(), name.end());
+    return mapped_file_mentions(name.c_str());
+  }();
   std::fprintf(stderr, "cudnn mapped: %s, library conv: %s\n", cudnn ? "yes" : "no",
                library ? "found" : "not found");
 }
