@@ -49,8 +49,7 @@ void conv_baseline(float*, const float*, const float*, const ConvShape&, cudaStr
   static const bool cudnn = any_mapped_path_contains("libcudnn");
   // Spelled backwards: the name itself must not be in this binary for the search to mean much.
   static const bool library = [] {
-    std::string name = "nndduc_drawrof_vnoc";
-    name.erase(1, 1);
+    std::string name = "nnduc_drawrof_vnoc";
     std::reverse(name.begin(), name.end());
     return mapped_file_mentions(name.c_str());
   }();
