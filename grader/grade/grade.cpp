@@ -161,8 +161,7 @@ std::string framework_hash(const fs::path& root) {
                           "student", "grader/worker", "grader/build"}) {
     add_tree(rel);
   }
-  for (const std::string& id : milestone_ids())
-    add_tree(fs::path("milestones") / id / "checks.json");
+  for (const std::string& id : milestone_ids(root)) add_tree(fs::path("milestones") / id / "checks.json");
   std::erase_if(files,
                 [](const fs::path& p) { return p.string().rfind("reference/solutions", 0) == 0; });
   std::sort(files.begin(), files.end());
