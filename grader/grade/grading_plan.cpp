@@ -127,10 +127,11 @@ std::vector<PlannedCheck> plan_checks(const std::vector<MilestoneSpec>& specs,
     };
     const auto network = [&](const std::string& variant, const Check& c, double points) {
       const std::string id = "network/" + variant + "/" + c.model + "/" + std::to_string(c.images);
-      PlannedCheck& p = add(variant, "network", id,
-                            variant + ": " + c.model + ", " + std::to_string(c.images) +
-                                " images (expects " + std::to_string(c.expected_correct) + " correct)",
-                            points);
+      PlannedCheck& p =
+          add(variant, "network", id,
+              variant + ": " + c.model + ", " + std::to_string(c.images) + " images (expects " +
+                  std::to_string(c.expected_correct) + " correct)",
+              points);
       p.check.model = c.model;
       p.check.images = c.images;
       p.check.expected_correct = c.expected_correct;
