@@ -258,8 +258,7 @@ bool is_gpu_milestone(const std::string& milestone) {
     std::string choices;
     for (const std::string& g : graded) choices += g + ", ";
     if (!choices.empty()) choices.resize(choices.size() - 2);
-    throw Error("unknown milestone '" + milestone + "' for grading: choose " + choices +
-                " or all");
+    throw Error("unknown milestone '" + milestone + "' for grading: choose " + choices + " or all");
   }
   // "all" runs on the GPU when one of its milestones does.
   for (const std::string& id : graded) {
