@@ -127,8 +127,8 @@ ElementwiseGrading parse_elementwise(const json& j) {
     const ConvShape shape{size("B"), size("M"), size("C"), size("H"), size("W"), size("K")};
     try {
       shape.validate();
-    } catch (const Error& e) {
-      throw Error(where + ": " + e.what());
+    } catch (const Error& bad) {
+      throw Error(where + ": " + bad.what());
     }
     e.shapes.push_back(shape);
     e.why.push_back(sf.str("why", ""));

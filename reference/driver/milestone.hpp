@@ -51,8 +51,8 @@ struct MemcheckGrading {
 struct MilestoneGrading {
   std::optional<ElementwiseGrading> elementwise;  ///< "elementwise", if any
   double hidden_model_points = 0.0;               ///< per hidden model, ranked variant only
-  double other_points_per_check = 0.0;  ///< "other_variants"."points_per_check"
-  double flag_speedup_over = 10.0;      ///< a faster speedup over the reference gets a flag
+  double other_points_per_check = 0.0;            ///< "other_variants"."points_per_check"
+  double flag_speedup_over = 10.0;          ///< a faster speedup over the reference gets a flag
   std::optional<MemcheckGrading> memcheck;  ///< "memcheck", if any (GPU milestones use it)
 };
 
