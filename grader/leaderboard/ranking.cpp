@@ -3,8 +3,8 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
-#include <tuple>
 #include <map>
+#include <tuple>
 
 #include "grader/leaderboard/leaderboard.hpp"
 #include "reference/core/error.hpp"
@@ -100,8 +100,8 @@ RankingRule load_ranking_rule(const fs::path& root, const std::string& milestone
     for (std::size_t i = graded.size(); i-- > 0;) {
       choices += graded[i] + (i == 1 ? " or " : i > 1 ? ", " : "");
     }
-    throw Error("unknown milestone '" + milestone + "' (no " + path.string() + "); use --milestone " +
-                choices);
+    throw Error("unknown milestone '" + milestone + "' (no " + path.string() +
+                "); use --milestone " + choices);
   }
   const Milestone ms = load_milestone(root, milestone);
   RankingRule rule;

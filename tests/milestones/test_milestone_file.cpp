@@ -61,7 +61,7 @@ TEST_CASE("every shipped milestone parses into the typed model") {
 }
 
 TEST_CASE("an unknown id lists the milestones the folders hold") {
-  const std::string e = [] {
+  const std::string message = [] {
     try {
       convlab::load_milestone(convlab::test::source_dir(), "m9");
     } catch (const Error& e) {
@@ -69,7 +69,7 @@ TEST_CASE("an unknown id lists the milestones the folders hold") {
     }
     return std::string();
   }();
-  CHECK(e == "unknown milestone 'm9': choose one of m1, m2, m3, final");
+  CHECK(message == "unknown milestone 'm9': choose one of m1, m2, m3, final");
 }
 
 TEST_CASE("a bad checks.json names the file and the field") {
@@ -96,12 +96,14 @@ TEST_CASE("a bad checks.json names the file and the field") {
         prefix + "default_device: 'tpu' is not one of its devices");
   CHECK(bad([](json& j) { j["grading"]["elementwise"]["atol"] = "tight"; }) ==
         prefix + "grading.elementwise.atol: expected a number");
-  CHECK(bad([](json& j) { j["grading"]["elementwise"]["shapes"][1]["K"] = 99; })
-            .starts_with(prefix + "grading.elementwise.shapes[1]: "));
+  CHECK(bad([](json& j) {
+          j["grading"]["elementwise"]["shapes"][1]["K"] = 99;
+        }).starts_with(prefix + "grading.elementwise.shapes[1]: "));
   CHECK(bad([](json& j) { j["grading"]["memcheck"] = json::array(); }) ==
         prefix + "grading.memcheck: expected an object");
-  CHECK(bad([](json& j) { j["ranking"] = {{"threshold", {{"full_ms", 1}}}}; }) ==
-        prefix + "ranking.threshold.zero_ms: missing");
+  CHECK(bad([](json& j) {
+          j["ranking"] = {{"threshold", {{"full_ms", 1}}}};
+        }) == prefix + "ranking.threshold.zero_ms: missing");
   CHECK(bad([](json& j) { j["ranked_variant"] = "fastest"; }) ==
         prefix + "ranked_variant: 'fastest' is not one of its variants");
   CHECK(error_of(dir.path(), "m2", "{\"milestone\": ").starts_with(prefix + "not JSON ("));
