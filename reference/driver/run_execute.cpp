@@ -107,10 +107,9 @@ void run_gpu_variants(const RunPlan& plan, const Model& model, const Tensor& inp
                             fused ? conv_tanh_maxpool_cudnn : nullptr, "cuDNN", gpu_timing(plan));
 }
 
-// Started before the run's first CUDA call, so that the profile covers all of it.
-std::optional<profile::Profiler> start_profiler(bool profiling) {
-  std::optional<profile::Profiler> profiler;
-  if (!profiling) return profiler;
+// Started before the run's first CUDA call, so that the profile covers all of it (the
+// profiler cannot move: it is emplaced where it lives).
+void start_profiler(std::optional<profile::Profiler>& profiler) {
   try {
     profiler.emplace();
   } catch (const Error&) {
@@ -119,11 +118,11 @@ std::optional<profile::Profiler> start_profiler(bool profiling) {
     if (!cuda_device_available(&why)) throw CudaError("--profile needs a GPU: " + why);
     throw;
   }
-  return profiler;
 }
 
 void run_gpu(const RunPlan& plan, const Model& model, const Tensor& input, RunResult& result) {
-  std::optional<profile::Profiler> profiler = start_profiler(plan.profiling);
+  std::optional<profile::Profiler> profiler;
+  if (plan.profiling) start_profiler(profiler);
   const GpuInfo info = gpu_info();
   result.gpu = {{"name", info.name},
                 {"driver", info.driver},
