@@ -221,7 +221,7 @@ int run_check(const CheckOptions& o, std::ostream& out) {
                 "GPU (cmake --preset default), or check m2 here.");
 #endif
   }
-  return check_targets(targets, ms.id, seed, ms.elementwise_atol, ms.elementwise_rtol, out);
+  return check_targets(targets, ms.id, seed, ms.elementwise_atol(), ms.elementwise_rtol(), out);
 }
 
 void add_check_command(CLI::App& app, int& exit_code) {
