@@ -1,4 +1,5 @@
 // Running the build tools (cmake, ninja, nvcc, nm) in the sandbox.
+#include <algorithm>
 #include <pwd.h>
 #include <unistd.h>
 
@@ -49,16 +50,35 @@ std::vector<fs::path> team_build_visible_paths(const fs::path& framework_entry,
   std::vector<fs::path> out = {framework_entry};
   // Under /usr they are visible already; /opt/cuda, a toolkit in /usr/local/cuda-12.4 reached
   // through a link, a compiler in /opt/gcc...: each folder itself.
+  const auto add_one = [&](fs::path real) {
+    std::error_code ec;
+    if (!fs::is_directory(real, ec)) real = real.parent_path().parent_path();  // .../bin/nvcc
+    if (under(real, "/usr") || real == "/" || real.parent_path() == "/") return;
+    if (std::find(out.begin(), out.end(), real) == out.end()) out.push_back(real);
+  };
   const auto add = [&](fs::path p) {
     std::error_code ec;
     if (p.empty() || !p.is_absolute()) return;
-    fs::path real = fs::canonical(p, ec);
+    const fs::path real = fs::canonical(p, ec);
     if (ec) return;
-    if (!fs::is_directory(real, ec)) real = real.parent_path().parent_path();  // .../bin/nvcc
-    if (under(real, "/usr") || real == "/" || real.parent_path() == "/") return;
-    out.push_back(real);
+    add_one(real);
+    // A program reached through a link (a Python environment's bin/cmake, an alternatives
+    // link) needs the prefix it is called from too.
+    if (real != p && !fs::is_directory(real, ec)) add_one(p);
   };
   for (const fs::path& dir : include_dirs) add(dir);
+  // The build's own programs wherever they are installed (cmake and ninja from a Python
+  // environment in /opt, say): their install prefix, with its modules and data.
+  if (const char* path = std::getenv("PATH")) {
+    std::istringstream dirs(path);
+    for (std::string dir; std::getline(dirs, dir, ':');) {
+      for (const char* tool : {"cmake", "ninja", "nm", "c++", "g++", "gcc", "nvcc"}) {
+        std::error_code ec;
+        const fs::path candidate = fs::path(dir) / tool;
+        if (!dir.empty() && fs::is_regular_file(candidate, ec)) add(candidate);
+      }
+    }
+  }
   for (const char* name : kToolVariables) {
     const char* value = std::getenv(name);
     if (value == nullptr) continue;

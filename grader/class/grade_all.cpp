@@ -29,8 +29,6 @@ namespace {
 
 volatile std::sig_atomic_t g_stop = 0;
 
-const std::vector<std::string> kGradedMilestones{"m2", "m3", "final", "all"};
-
 // strerror(EAGAIN): what a check reports when it cannot start a thread or process because the
 // sandbox user's process limit, which every sandbox of that user shares, was reached.
 constexpr const char* kOutOfProcesses = "Resource temporarily unavailable";
@@ -254,13 +252,21 @@ std::vector<std::string> visible_gpus() {
 }
 
 bool is_gpu_milestone(const std::string& milestone) {
-  if (std::find(kGradedMilestones.begin(), kGradedMilestones.end(), milestone) ==
-      kGradedMilestones.end()) {
-    throw Error("unknown milestone '" + milestone + "' for grading: choose m2, m3, final or all");
+  const fs::path root = convlab_root();
+  const std::vector<std::string> graded = graded_milestone_ids(root);
+  if (milestone != "all" && std::find(graded.begin(), graded.end(), milestone) == graded.end()) {
+    std::string choices;
+    for (const std::string& g : graded) choices += g + ", ";
+    if (!choices.empty()) choices.resize(choices.size() - 2);
+    throw Error("unknown milestone '" + milestone + "' for grading: choose " + choices + " or all");
   }
-  if (milestone == "all") return true;
-  const Milestone ms = load_milestone(convlab_root(), milestone);
-  return std::find(ms.devices.begin(), ms.devices.end(), "gpu") != ms.devices.end();
+  // "all" runs on the GPU when one of its milestones does.
+  for (const std::string& id : graded) {
+    if (milestone != "all" && id != milestone) continue;
+    const Milestone ms = load_milestone(root, id);
+    if (std::find(ms.devices.begin(), ms.devices.end(), "gpu") != ms.devices.end()) return true;
+  }
+  return false;
 }
 
 std::vector<fs::path> find_team_folders(const fs::path& submissions, const fs::path& exclude) {

@@ -302,7 +302,17 @@ void add_grade_all_command(CLI::App& app, int& exit_code) {
       ->required();
   cmd->add_option("--milestone", a->milestone, "m2, m3, final or all")
       ->required()
-      ->check(CLI::IsMember({"m2", "m3", "final", "all"}));
+      ->check(CLI::Validator(
+          [](std::string& m) -> std::string {
+            // The graded milestones are the folders of milestones/ a team writes code for.
+            try {
+              is_gpu_milestone(m);
+            } catch (const Error& e) {
+              return e.what();
+            }
+            return {};
+          },
+          "MILESTONE"));
   cmd->add_option("--out", a->out,
                   "Results folder: <out>/<team>/, summary.csv, summary.json "
                   "(default ./grade-all-<milestone>)");

@@ -8,6 +8,7 @@
 #include "grader/grade/grade.hpp"
 #include "grader/grade/report.hpp"
 #include "reference/core/error.hpp"
+#include "reference/driver/milestone.hpp"
 
 namespace convlab::grader {
 
@@ -29,9 +30,13 @@ void add_grade_command(CLI::App& app, int& exit_code) {
   cmd->add_option("submission", a->submission,
                   "folder holding the team's student/ files (or the files themselves)")
       ->required();
-  cmd->add_option("--milestone", a->options.milestone, "m2, m3, final, or all")
+  std::vector<std::string> milestones = graded_milestone_ids();
+  std::string names;
+  for (const std::string& m : milestones) names += m + ", ";
+  milestones.emplace_back("all");
+  cmd->add_option("--milestone", a->options.milestone, names + "or all")
       ->required()
-      ->check(CLI::IsMember({"m2", "m3", "final", "all"}));
+      ->check(CLI::IsMember(milestones));
   cmd->add_option("--team", a->options.team, "team name (default: the submission folder's name)");
   cmd->add_option("--out", a->out,
                   "folder for report.json, results.json and logs/ "

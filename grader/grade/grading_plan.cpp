@@ -3,8 +3,6 @@
 #include <fnmatch.h>
 
 #include <algorithm>
-#include <fstream>
-#include <nlohmann/json.hpp>
 
 #include "reference/conv/variant_table.hpp"
 #include "reference/core/error.hpp"
@@ -13,7 +11,6 @@
 namespace convlab::grader {
 
 namespace fs = std::filesystem;
-using nlohmann::json;
 
 namespace {
 
@@ -27,50 +24,21 @@ MilestoneSpec load_one(const fs::path& root, const std::string& id) {
   MilestoneSpec spec;
   spec.milestone = load_milestone(root, id);
   const Milestone& ms = spec.milestone;
-  const fs::path path = root / "milestones" / id / "checks.json";
-  try {
-    std::ifstream in(path);
-    const json j = json::parse(in);
-    spec.gpu = ms.default_device == "gpu";
-    spec.variants = ms.variants;
-    if (spec.variants.empty()) spec.variants = variant_ids(ms.id, "cpu");  // m2's, declared
-    spec.ranked_variant = j.value("ranked_variant", ms.default_variant);
-    if (spec.ranked_variant.empty()) spec.ranked_variant = spec.variants.front();
-    const auto ranked = std::find(spec.variants.begin(), spec.variants.end(), spec.ranked_variant);
-    if (ranked == spec.variants.end()) {
-      throw Error("ranked_variant '" + spec.ranked_variant + "' is not one of its variants");
-    }
-    std::rotate(spec.variants.begin(), ranked, ranked + 1);
-    spec.timed_runs = j.value("timed_runs", 3);
-    const json g = j.value("grading", json::object());
-    if (g.contains("elementwise")) {
-      const json& e = g.at("elementwise");
-      ElementwiseSpec ew;
-      ew.points = e.value("points", 0.0);
-      ew.atol = e.value("atol", 1e-4);
-      ew.rtol = e.value("rtol", 1e-4);
-      for (const json& s : e.at("shapes")) {
-        const ConvShape shape{s.at("B").get<int>(), s.at("M").get<int>(), s.at("C").get<int>(),
-                              s.at("H").get<int>(), s.at("W").get<int>(), s.at("K").get<int>()};
-        shape.validate();
-        ew.shapes.push_back(shape);
-        ew.why.push_back(s.value("why", ""));
-      }
-      spec.elementwise = ew;
-    }
-    spec.hidden_model_points = g.value("hidden_model_points", 0.0);
-    if (g.contains("other_variants")) {
-      spec.other_points_per_check = g.at("other_variants").value("points_per_check", 0.0);
-    }
-    spec.flag_speedup_over = g.value("flag_speedup_over", 10.0);
-    if (g.contains("memcheck") && spec.gpu) {
-      spec.memcheck = MemcheckSpec{g.at("memcheck").value("points", 0.0),
-                                   g.at("memcheck").value("images", std::int64_t{100})};
-    }
-  } catch (const json::exception& e) {
-    throw Error("malformed milestone file " + path.string() + ": " + e.what());
-  } catch (const Error& e) {
-    throw Error("malformed milestone file " + path.string() + ": " + e.what());
+  spec.gpu = ms.default_device == "gpu";
+  spec.variants = ms.variants;
+  if (spec.variants.empty()) spec.variants = variant_ids(ms.id, "cpu");  // m2's, declared
+  spec.ranked_variant = ms.ranked_variant.empty() ? spec.variants.front() : ms.ranked_variant;
+  // Ranked one first (the parser checked that it is one of the variants).
+  const auto ranked = std::find(spec.variants.begin(), spec.variants.end(), spec.ranked_variant);
+  std::rotate(spec.variants.begin(), ranked, ranked + 1);
+  spec.timed_runs = ms.timed_runs;
+  if (ms.grading) {
+    const MilestoneGrading& g = *ms.grading;
+    spec.elementwise = g.elementwise;
+    spec.hidden_model_points = g.hidden_model_points;
+    spec.other_points_per_check = g.other_points_per_check;
+    spec.flag_speedup_over = g.flag_speedup_over;
+    if (spec.gpu) spec.memcheck = g.memcheck;
   }
   return spec;
 }
@@ -78,12 +46,23 @@ MilestoneSpec load_one(const fs::path& root, const std::string& id) {
 }  // namespace
 
 std::vector<MilestoneSpec> load_milestone_specs(const fs::path& root, const std::string& id) {
+  const std::vector<std::string> graded = graded_milestone_ids(root);
   if (id == "all") {
-    return {load_one(root, "m2"), load_one(root, "m3"), load_one(root, "final")};
+    std::vector<MilestoneSpec> specs;
+    for (const std::string& g : graded) specs.push_back(load_one(root, g));
+    return specs;
   }
-  if (id != "m2" && id != "m3" && id != "final") {
-    throw Error("cannot grade milestone '" + id +
-                "': choose m2, m3, final or all (m1 has no team code to grade)");
+  if (std::find(graded.begin(), graded.end(), id) == graded.end()) {
+    std::string choices, ungraded;
+    for (const std::string& g : graded) choices += g + ", ";
+    for (const std::string& m : milestone_ids(root)) {
+      if (std::find(graded.begin(), graded.end(), m) == graded.end()) {
+        ungraded += (ungraded.empty() ? "" : ", ") + m;
+      }
+    }
+    if (!choices.empty()) choices.resize(choices.size() - 2);
+    throw Error("cannot grade milestone '" + id + "': choose " + choices + " or all" +
+                (ungraded.empty() ? "" : " (" + ungraded + " has no team code to grade)"));
   }
   return {load_one(root, id)};
 }
@@ -149,10 +128,11 @@ std::vector<PlannedCheck> plan_checks(const std::vector<MilestoneSpec>& specs,
     };
     const auto network = [&](const std::string& variant, const Check& c, double points) {
       const std::string id = "network/" + variant + "/" + c.model + "/" + std::to_string(c.images);
-      PlannedCheck& p = add(variant, "network", id,
-                            variant + ": " + c.model + ", " + std::to_string(c.images) +
-                                " images (expects " + std::to_string(c.expected_correct) + " correct)",
-                            points);
+      PlannedCheck& p =
+          add(variant, "network", id,
+              variant + ": " + c.model + ", " + std::to_string(c.images) + " images (expects " +
+                  std::to_string(c.expected_correct) + " correct)",
+              points);
       p.check.model = c.model;
       p.check.images = c.images;
       p.check.expected_correct = c.expected_correct;

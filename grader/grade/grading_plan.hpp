@@ -15,22 +15,14 @@
 
 namespace convlab::grader {
 
-/// The element-wise check of a milestone ("grading"."elementwise").
-struct ElementwiseSpec {
-  double points = 0.0;            ///< for the ranked variant
-  double atol = 1e-4;             ///< absolute tolerance
-  double rtol = 1e-4;             ///< relative tolerance
-  std::vector<ConvShape> shapes;  ///< in the file's order (the order seeds the inputs)
-  std::vector<std::string> why;   ///< what each shape exercises
-};
+/// The element-wise check of a milestone (reference/driver/milestone.hpp).
+using ElementwiseSpec = ElementwiseGrading;
 
-/// The compute-sanitizer check of a GPU milestone ("grading"."memcheck").
-struct MemcheckSpec {
-  double points = 0.0;        ///< for the ranked variant
-  std::int64_t images = 100;  ///< a short run: memcheck slows kernels down a lot
-};
+/// The compute-sanitizer check of a GPU milestone (reference/driver/milestone.hpp).
+using MemcheckSpec = MemcheckGrading;
 
-/// One milestone as the grader sees it: its data and its "grading" object.
+/// One milestone as the grader sees it: its model (parsed once, reference/driver/milestone.hpp)
+/// and what the grader derives from it.
 struct MilestoneSpec {
   Milestone milestone;  ///< the milestone's data (reference/driver/milestone.hpp)
   bool gpu = false;     ///< its checks run on the GPU
@@ -45,8 +37,8 @@ struct MilestoneSpec {
   std::optional<MemcheckSpec> memcheck;        ///< "grading"."memcheck" of a GPU milestone, if any
 };
 
-/// The milestones `id` grades: m2, m3, final, or all (m2, m3 and final). Throws Error for
-/// another id or a malformed file.
+/// The milestones `id` grades: one a team writes code for (m2, m3, final), or all of them in
+/// course order. Throws Error for another id or a malformed file.
 std::vector<MilestoneSpec> load_milestone_specs(const std::filesystem::path& root,
                                                 const std::string& id);
 

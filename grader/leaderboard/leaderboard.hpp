@@ -25,6 +25,9 @@ struct RankingRule {
   double full_ms = 0.0;
   /// threshold: no credit at or over this time.
   double zero_ms = 0.0;
+  /// The milestone runs on the CPU: teams are compared with the CPU library convolution, not
+  /// cuDNN (its default_device).
+  bool cpu = false;
 };
 
 /// The rule of `milestones/<milestone>/checks.json` under `root`: its "ranking" object, or

@@ -537,7 +537,7 @@ std::string leaderboard_html(const Leaderboard& b) {
   card("Median", board::ms(b.median_s), "ms", "of the teams' best times");
   card("Std deviation", board::ms(b.stddev_s), "ms", "population, over the teams");
   // m2 is timed beside the CPU library convolution, the GPU milestones beside cuDNN.
-  const std::string lib = b.milestone == "m2" ? "CPU library conv" : "cuDNN";
+  const std::string lib = b.rule.cpu ? "CPU library conv" : "cuDNN";
   if (!refs.empty()) {
     const double ref_median = refs.size() % 2 == 1
                                   ? refs[refs.size() / 2]

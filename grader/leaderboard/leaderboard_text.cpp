@@ -79,7 +79,7 @@ std::string leaderboard_text(const Leaderboard& board) {
     name_w = std::max(name_w, board::width(names.back()));
   }
   // m2 is timed beside the CPU library convolution, the GPU milestones beside cuDNN.
-  const char* reference = board.milestone == "m2" ? "Lib ms" : "cuDNN ms";
+  const char* reference = board.rule.cpu ? "Lib ms" : "cuDNN ms";
   const char* headers[] = {"Op Time ms", "Median ms", reference, "Speedup", "Sigma", "Points"};
   out << pad_left("Rank", 4) << "  " << pad_right("Team", name_w);
   for (const char* h : headers) out << "  " << pad_left(h, 10);
@@ -100,9 +100,9 @@ std::string leaderboard_text(const Leaderboard& board) {
   }
   if (any_flag) {
     out << "\n(!) flagged for a human to look at (e.g. far faster than "
-        << (board.milestone == "m2" ? "the CPU library convolution" : "cuDNN") << ").\n";
+        << (board.rule.cpu ? "the CPU library convolution" : "cuDNN") << ").\n";
   }
-  if (board.milestone == "m2") {
+  if (board.rule.cpu) {
     out << "Lib ms: the CPU library convolution, timed in the same run.\n";
   }
   return out.str();

@@ -3,13 +3,13 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <map>
-#include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "grader/leaderboard/leaderboard.hpp"
 #include "reference/core/error.hpp"
 #include "reference/core/text.hpp"
+#include "reference/driver/milestone.hpp"
 
 namespace convlab::grader {
 
@@ -92,29 +92,29 @@ std::string anonymous_label(const std::string& team, const std::string& key, int
 RankingRule load_ranking_rule(const fs::path& root, const std::string& milestone,
                               const std::optional<std::string>& rule_override) {
   const fs::path path = root / "milestones" / milestone / "checks.json";
-  if (milestone.empty() || milestone.find('/') != std::string::npos || milestone == ".." ||
-      !fs::exists(path)) {
-    throw Error("unknown milestone '" + milestone + "' (no " + path.string() +
-                "); use --milestone final, m3 or m2");
-  }
-  std::ifstream in(path);
-  RankingRule rule;
-  bool has_threshold = false;
-  try {
-    const nlohmann::json j = nlohmann::json::parse(in);
-    if (j.contains("ranking")) {
-      const nlohmann::json& r = j.at("ranking");
-      rule.rule = r.value("rule", rule.rule);
-      rule.points = r.value("points", rule.points);
-      rule.points_per_stddev = r.value("points_per_stddev", rule.points_per_stddev);
-      if (r.contains("threshold")) {
-        rule.full_ms = r.at("threshold").at("full_ms").get<double>();
-        rule.zero_ms = r.at("threshold").at("zero_ms").get<double>();
-        has_threshold = true;
-      }
+  const std::vector<std::string> ids = milestone_ids(root);
+  if (std::find(ids.begin(), ids.end(), milestone) == ids.end()) {
+    // Latest first: "final, m3 or m2".
+    std::vector<std::string> graded = graded_milestone_ids(root);
+    std::string choices;
+    for (std::size_t i = graded.size(); i-- > 0;) {
+      choices += graded[i] + (i == 1 ? " or " : i > 1 ? ", " : "");
     }
-  } catch (const nlohmann::json::exception& e) {
-    throw Error("malformed ranking in " + path.string() + ": " + e.what());
+    throw Error("unknown milestone '" + milestone + "' (no " + path.string() +
+                "); use --milestone " + choices);
+  }
+  const Milestone ms = load_milestone(root, milestone);
+  RankingRule rule;
+  rule.cpu = ms.default_device == "cpu";
+  bool has_threshold = false;
+  if (ms.ranking) {
+    rule.rule = ms.ranking->rule;
+    rule.points = ms.ranking->points;
+    rule.points_per_stddev = ms.ranking->points_per_stddev;
+    if (ms.ranking->threshold_ms) {
+      std::tie(rule.full_ms, rule.zero_ms) = *ms.ranking->threshold_ms;
+      has_threshold = true;
+    }
   }
   if (rule_override) rule.rule = *rule_override;
   if (rule.rule != "stddev_from_median" && rule.rule != "threshold") {

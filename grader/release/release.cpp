@@ -72,8 +72,7 @@ bool is_under(const fs::path& path, const fs::path& dir) {
 
 std::vector<std::string> public_models(const fs::path& root) {
   std::set<std::string> names;
-  for (const std::string& id : milestone_ids()) {
-    if (!fs::exists(root / "milestones" / id / "checks.json")) continue;
+  for (const std::string& id : milestone_ids(root)) {
     const Milestone ms = load_milestone(root, id);
     if (!ms.default_model.empty()) names.insert(ms.default_model);
     for (const Check& c : ms.checks) names.insert(c.model);

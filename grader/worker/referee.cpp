@@ -239,6 +239,10 @@ json task_info() {
 #endif
 }
 
+// The trusted calibration partner (start_gpu_partner()), forked before any CUDA call; -1 on
+// the CPU.
+int g_partner = -1;
+
 // The socket to the team's process, handed over by the grader.
 int team_socket() {
   const char* text = std::getenv("CONVLAB_PASS_FD");
@@ -329,7 +333,7 @@ json task_network(const Args& a) {
 
   const bool gpu = runs_on_gpu(a.variant);
   if (gpu) require_gpu(a.variant);
-  grader::RemoteConv team(team_socket(), a.variant, a.staged);
+  grader::RemoteConv team(team_socket(), a.variant, a.staged, g_partner);
   // Every call's time is the referee's own measurement of the remote call.
   const convlab::TimingOptions once(0, 1, [&team](const std::function<void()>& call) {
     call();
@@ -390,6 +394,7 @@ json task_network(const Args& a) {
   out["reference"] = nullptr;
   out["verification"] = nullptr;
   out["handshake_s"] = team.handshake_s();
+  out["team_handshake_s"] = team.team_handshake_s();
   if (a.runs == 0 || a.staged) return out;
 
 #ifdef CONVLAB_HAVE_CUDA
@@ -436,7 +441,7 @@ json task_elementwise(const Args& a) {
   json out = {{"variant", a.variant}, {"device", gpu ? "gpu" : "cpu"}, {"seed", *a.seed}};
   out["gpu"] = nullptr;
   if (gpu) require_gpu(a.variant);
-  grader::RemoteConv team(team_socket(), a.variant);
+  grader::RemoteConv team(team_socket(), a.variant, false, g_partner);
 #ifdef CONVLAB_HAVE_CUDA
   if (gpu) out["gpu"] = gpu_json();
   // A variant with a fused launcher has it checked too, on every shape a 2x2 pool fits; its
@@ -528,6 +533,7 @@ int main(int argc, char** argv) {
   // team's process; anything else that fails here is the referee's own problem.
   try {
     const Args args = parse_args(argc, argv);
+    if (args.task != "info" && args.variant != "cpu") g_partner = grader::start_gpu_partner();
     if (args.task == "info") {
       result = task_info();
     } else if (args.task == "network") {

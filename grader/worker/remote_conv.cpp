@@ -2,6 +2,9 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -87,9 +90,11 @@ struct RemoteConv::Impl {
   wire::Reply exchange(wire::Request rq, int fd = -1) {
     pollfd p{socket, POLLIN, 0};
     if (::poll(&p, 1, 0) > 0) {
-      throw TeamLost((p.revents & POLLIN) != 0
-                         ? "the team's process wrote to the harness's socket out of turn"
-                         : "the team's process closed the harness's socket");
+      char probe;
+      const bool data = (p.revents & POLLIN) != 0 &&
+                        ::recv(socket, &probe, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
+      throw TeamLost(data ? "the team's process wrote to the harness's socket out of turn"
+                          : "the team's process ended or closed the harness's socket");
     }
     rq.nonce = nonces();
     if (!wire::send_message(socket, rq, fd)) {
@@ -193,7 +198,7 @@ struct RemoteConv::Impl {
 #endif
 };
 
-RemoteConv::RemoteConv(int socket, const std::string& variant, bool staged)
+RemoteConv::RemoteConv(int socket, const std::string& variant, bool staged, int partner)
     : impl_(std::make_unique<Impl>()) {
   impl_->socket = socket;
   impl_->gpu = variant != "cpu";
@@ -211,6 +216,10 @@ RemoteConv::RemoteConv(int socket, const std::string& variant, bool staged)
   }
 #endif
   // The empty round trip, fence included: what every sample carries besides the call.
+  const auto median = [](std::vector<double> v) {
+    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+    return v[v.size() / 2];
+  };
   std::vector<double> trips;
   for (int i = 0; i < kHandshakes; ++i) {
     wire::Request nop;
@@ -225,8 +234,60 @@ RemoteConv::RemoteConv(int socket, const std::string& variant, bool staged)
 #endif
     trips.push_back(seconds(t0, Clock::now()));
   }
-  std::nth_element(trips.begin(), trips.begin() + kHandshakes / 2, trips.end());
-  handshake_s_ = trips[kHandshakes / 2];
+  team_handshake_s_ = handshake_s_ = median(trips);
+#ifdef CONVLAB_HAVE_CUDA
+  // With the partner: a kernel in a process of its own between the two trips, as in a call.
+  if (impl_->gpu && partner >= 0) {
+    std::vector<double> calls;
+    for (int i = 0; i < kHandshakes; ++i) {
+      const auto t0 = Clock::now();
+      char byte = 'k';
+      if (::write(partner, &byte, 1) != 1 || ::read(partner, &byte, 1) != 1) break;
+      queue_fence_and_snapshot(nullptr, nullptr, 0, impl_->after_fence, impl_->fence_stream);
+      CUDA_CHECK(cudaEventSynchronize(impl_->after_fence));
+      calls.push_back(seconds(t0, Clock::now()));
+    }
+    if (calls.size() == kHandshakes) handshake_s_ = median(calls);
+  }
+#else
+  (void)partner;
+#endif
+}
+
+int start_gpu_partner() {
+#ifdef CONVLAB_HAVE_CUDA
+  int ends[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends) != 0) return -1;
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(ends[0]);
+    ::close(ends[1]);
+    return -1;
+  }
+  if (pid == 0) {
+    // Nothing of the referee's: not its result channel, not the team's socket.
+    for (int fd = 3; fd < 1024; ++fd) {
+      if (fd != ends[1]) ::close(fd);
+    }
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    cudaStream_t stream = nullptr;
+    char byte = 0;
+    while (::read(ends[1], &byte, 1) == 1) {
+      if (stream == nullptr && cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != 0) _exit(1);
+      try {
+        queue_empty_kernel(stream);
+      } catch (const Error&) {
+        _exit(1);
+      }
+      if (cudaStreamSynchronize(stream) != cudaSuccess || ::write(ends[1], &byte, 1) != 1) _exit(1);
+    }
+    _exit(0);
+  }
+  ::close(ends[1]);
+  return ends[0];
+#else
+  return -1;
+#endif
 }
 
 RemoteConv::~RemoteConv() { quit(); }

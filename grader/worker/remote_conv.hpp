@@ -73,7 +73,11 @@ class RemoteConv {
   /// Says hello with `variant` ("cpu" for m2) and measures the empty round trip. `staged`: on
   /// the GPU, the team's process copies into exactly sized buffers of its own (compute-sanitizer
   /// runs); the calls are then not timed honestly and never verified. Throws Team* errors.
-  RemoteConv(int socket, const std::string& variant, bool staged = false);
+  /// `partner`: the socket of a trusted calibration partner (start_gpu_partner()), or -1. On the
+  /// GPU the subtracted round trip is then measured with it: the same socket trip, a kernel in
+  /// another process and the fence, so the GPU's switches between processes are not counted
+  /// as the team's time, and the team's process cannot inflate what is subtracted.
+  RemoteConv(int socket, const std::string& variant, bool staged = false, int partner = -1);
   ~RemoteConv();
   RemoteConv(const RemoteConv&) = delete;
   RemoteConv& operator=(const RemoteConv&) = delete;
@@ -82,6 +86,8 @@ class RemoteConv {
   bool has_fused() const { return fused_; }
   /// The median empty round trip subtracted from every sample, in seconds.
   double handshake_s() const { return handshake_s_; }
+  /// The median empty round trip with the team's process (nothing launched), in seconds.
+  double team_handshake_s() const { return team_handshake_s_; }
 
   /// From now on, compare each call's output with the library convolution / cuDNN.
   void set_verify(bool on) { verify_ = on; }
@@ -109,9 +115,16 @@ class RemoteConv {
   bool fused_ = false;
   bool verify_ = false;
   double handshake_s_ = 0.0;
+  double team_handshake_s_ = 0.0;
   double last_s_ = 0.0;
   Verification verification_;
 };
+
+/// Forks the calibration partner: a child of the referee (trusted code, never the team's) that
+/// answers each byte on the returned socket by running an empty kernel on the GPU in its own
+/// process and writing a byte back. Call before this process touches CUDA (a process that has
+/// cannot fork a CUDA user). -1 when it cannot fork.
+int start_gpu_partner();
 
 /// Compares `got` with `want` element-wise, |got - want| <= atol + rtol * |want| (NaN never
 /// passes); updates `v` and returns whether every element passed.

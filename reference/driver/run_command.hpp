@@ -40,4 +40,8 @@ inline constexpr int kExitIncorrect = 3;
 /// input (unknown milestone, model or variant, N out of range, missing data, a stub).
 int run_milestone(const RunOptions& options, std::ostream& out, std::ostream& err);
 
+/// run_milestone with `fuse` false for --no-fuse: every conv layer is timed alone, even where
+/// the variant has a fused conv + tanh + max-pool launcher.
+int run_milestone(const RunOptions& options, bool fuse, std::ostream& out, std::ostream& err);
+
 }  // namespace convlab

@@ -53,8 +53,7 @@ struct TimingOptions {
   /// Makes one timed call and returns its seconds.
   using Clock = std::function<double(const std::function<void()>& call)>;
 
-  /// `warmup_calls` untimed calls, then `timed_runs` timed ones, each timed by `own_clock` when
-  /// given (the referee's), else by the runner's own clock.
+  /// `warmup_calls` untimed and `timed_runs` timed calls; `own_clock` as `clock` below.
   TimingOptions(int warmup_calls = 0, int timed_runs = 1, Clock own_clock = {})
       : warmup(warmup_calls), runs(timed_runs), clock(std::move(own_clock)) {}
 

@@ -183,14 +183,16 @@ TEST_CASE("fused launchers match the CPU conv, tanh and max-pool on awkward shap
       {2, 3, 2, 30, 26, 9}, {1, 40, 64, 9, 9, 3},  {1, 2, 400, 8, 8, 7}, {2, 5, 1, 130, 120, 2},
       {5, 9, 1, 27, 29, 6}, {3, 11, 2, 14, 33, 4},
   };
+  // The staff solutions have a fused launcher; a team's is optional.
+  const bool staff = convlab::solutions_available();
   for (const ConvShape& s : shapes) {
     CAPTURE(s.to_string());
-    CHECK(check_fused_variants(s, PoolShape{2, 2}) > 0);
+    CHECK((check_fused_variants(s, PoolShape{2, 2}) > 0 || !staff));
   }
   // Other pool geometries take the general fused kernel.
   for (const PoolShape pool : {PoolShape{3, 2}, PoolShape{2, 1}, PoolShape{3, 3}}) {
     CAPTURE(pool.to_string());
-    CHECK(check_fused_variants(ConvShape{2, 5, 3, 31, 17, 3}, pool) > 0);
+    CHECK((check_fused_variants(ConvShape{2, 5, 3, 31, 17, 3}, pool) > 0 || !staff));
   }
 }
 

@@ -94,9 +94,10 @@ Run check(const std::string& args, const FakeConv& team = {}, bool ahead = false
   close(ends[1]);
   Run r;
   std::string output;
+  // The socket first: `3>` before `5<&3` would hand over the result file when ends[0] is 3.
   r.code = test::run_command("CONVLAB_PASS_FD=5 CONVLAB_RESULT_FD=3 " +
-                                 std::string(CONVLAB_CHECK_BINARY) + " " + args + " 3>" +
-                                 result.string() + " 5<&" + std::to_string(ends[0]),
+                                 std::string(CONVLAB_CHECK_BINARY) + " " + args + " 5<&" +
+                                 std::to_string(ends[0]) + " 3>" + result.string(),
                              &output);
   close(ends[0]);
   int status = 0;

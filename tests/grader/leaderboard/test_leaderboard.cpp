@@ -5,6 +5,8 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <regex>
 #include <set>
 
@@ -165,17 +167,29 @@ TEST_CASE("the rule comes from the milestone's checks.json") {
           load_ranking_rule(root, "final", std::string("fastest"));
         }).find("unknown ranking rule 'fastest'") != std::string::npos);
 
+  // The shipped file with another "ranking" (the milestone parser reads the rest).
   test::TempDir dir;
   std::filesystem::create_directories(dir.path() / "milestones" / "final");
-  std::ofstream(dir.path() / "milestones" / "final" / "checks.json")
-      << R"({"ranking": {"rule": "threshold", "points": 25,
-                         "threshold": {"full_ms": 8, "zero_ms": 1}}})";
+  const auto write_final = [&](const std::optional<nlohmann::json>& ranking) {
+    std::ifstream in(root / "milestones" / "final" / "checks.json");
+    nlohmann::json j = nlohmann::json::parse(in);
+    j.erase("ranking");
+    if (ranking) j["ranking"] = *ranking;
+    std::ofstream(dir.path() / "milestones" / "final" / "checks.json") << j.dump();
+  };
+  write_final(nlohmann::json::parse(R"({"rule": "threshold", "points": 25,
+                                        "threshold": {"full_ms": 8, "zero_ms": 1}})"));
   CHECK(error_of([&] { load_ranking_rule(dir.path(), "final"); }).find("full_ms < zero_ms") !=
         std::string::npos);
+  write_final(nlohmann::json::parse(R"({"threshold": {"full_ms": 8}})"));
+  CHECK(error_of([&] { load_ranking_rule(dir.path(), "final"); })
+            .find("malformed milestone file") != std::string::npos);
+  CHECK(error_of([&] { load_ranking_rule(dir.path(), "final"); })
+            .find("ranking.threshold.zero_ms: missing") != std::string::npos);
   std::ofstream(dir.path() / "milestones" / "final" / "checks.json") << R"({"ranking": {)";
   CHECK(error_of([&] { load_ranking_rule(dir.path(), "final"); }).find("malformed") !=
         std::string::npos);
-  std::ofstream(dir.path() / "milestones" / "final" / "checks.json") << R"({"milestone":"final"})";
+  write_final(std::nullopt);
   r = load_ranking_rule(dir.path(), "final");  // no ranking object: the original rule
   CHECK(r.rule == "stddev_from_median");
   CHECK(r.points == 25.0);

@@ -1,0 +1,480 @@
+// The orchestrator of `convlab grade`: validate, plan, build, run every check through its
+// kind (check_kinds.cpp), rank, and write the reports.
+#include <fnmatch.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <ctime>
+#include <exception>
+#include <fstream>
+#include <random>
+
+#include "grader/grade/grading.hpp"
+#include "grader/grade/report.hpp"
+#include "grader/worker/protocol.hpp"
+#include "reference/core/error.hpp"
+#include "reference/core/text.hpp"
+#include "reference/driver/milestone.hpp"
+
+#ifdef CONVLAB_HAVE_SQLITE
+#include "grader/db/results_db.hpp"
+#endif
+
+namespace convlab::grader {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+std::string iso_utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string cpu_name() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("model name", 0) == 0) {
+      const std::size_t colon = line.find(':');
+      if (colon != std::string::npos) {
+        std::size_t b = line.find_first_not_of(' ', colon + 1);
+        return b == std::string::npos ? "" : line.substr(b);
+      }
+    }
+  }
+  return "";
+}
+
+std::string host_name() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "";
+  return buf;
+}
+
+std::string getenv_or(const char* name, const std::string& fallback = "") {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? v : fallback;
+}
+
+// FNV-1a 64 over the framework's sources (paths and contents, sorted): identifies in a report
+// exactly which framework a submission was built and checked against.
+std::string framework_hash(const fs::path& root) {
+  std::vector<fs::path> files;
+  const auto add_tree = [&](const fs::path& rel) {
+    std::error_code ec;
+    const fs::path dir = root / rel;
+    if (fs::is_regular_file(dir, ec)) {
+      files.push_back(rel);
+      return;
+    }
+    if (!fs::is_directory(dir, ec)) return;
+    for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+      if (it->is_regular_file()) files.push_back(fs::relative(it->path(), root));
+    }
+  };
+  for (const char* rel : {"CMakeLists.txt", "CMakePresets.json", "cmake", "reference", "datasets",
+                          "student", "grader/worker", "grader/builder"}) {
+    add_tree(rel);
+  }
+  for (const std::string& id : milestone_ids(root))
+    add_tree(fs::path("milestones") / id / "checks.json");
+  std::erase_if(files,
+                [](const fs::path& p) { return p.string().rfind("reference/solutions", 0) == 0; });
+  std::sort(files.begin(), files.end());
+  std::uint64_t h = 1469598103934665603ull;
+  const auto mix = [&](const char* data, std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i) {
+      h ^= static_cast<unsigned char>(data[i]);
+      h *= 1099511628211ull;
+    }
+  };
+  std::vector<char> buf(1 << 16);
+  for (const fs::path& f : files) {
+    const std::string name = f.generic_string();
+    mix(name.c_str(), name.size() + 1);
+    std::ifstream in(root / f, std::ios::binary);
+    while (in.read(buf.data(), static_cast<std::streamsize>(buf.size())) || in.gcount() > 0) {
+      mix(buf.data(), static_cast<std::size_t>(in.gcount()));
+    }
+    mix("", 1);
+  }
+  char out[32];
+  std::snprintf(out, sizeof out, "fnv1a64:%016llx", static_cast<unsigned long long>(h));
+  return out;
+}
+
+fs::path default_cache_dir() {
+  if (const std::string env = getenv_or("CONVLAB_CACHE"); !env.empty()) return env;
+  if (const std::string xdg = getenv_or("XDG_CACHE_HOME"); !xdg.empty()) {
+    return fs::path(xdg) / "convlab";
+  }
+  if (const std::string home = getenv_or("HOME"); !home.empty()) {
+    return fs::path(home) / ".cache" / "convlab";
+  }
+  return fs::temp_directory_path() / "convlab-cache";
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Preparation
+
+void Grading::validate_options() {
+  start_ = std::chrono::steady_clock::now();
+  result_.started_at = iso_utc_now();
+  result_.grader_version = CONVLAB_VERSION;
+  root_ = convlab_root();
+
+  std::error_code ec;
+  if (opt_.submission.empty() || !fs::is_directory(opt_.submission, ec)) {
+    throw Error("submission '" + opt_.submission.string() +
+                "' is not a folder: give the folder that holds the team's student/ files");
+  }
+  const fs::path submission = fs::canonical(opt_.submission);
+  result_.submission = submission.string();
+  result_.team =
+      strip_control_chars(opt_.team.empty() ? submission.filename().string() : opt_.team);
+  if (result_.team.empty()) throw Error("cannot tell the team's name: pass --team NAME");
+  result_.milestone = opt_.milestone;
+  if (opt_.runs && (*opt_.runs < 1 || *opt_.runs > 100)) {
+    throw Error("--runs must be between 1 and 100, got " + std::to_string(*opt_.runs));
+  }
+  if (opt_.time_limit_s && !(*opt_.time_limit_s >= 1.0 && *opt_.time_limit_s <= 86400.0)) {
+    throw Error("--time-limit must be between 1 and 86400 seconds");
+  }
+}
+
+void Grading::load_plan() {
+  specs_ = load_milestone_specs(root_, opt_.milestone);
+  for (const MilestoneSpec& s : specs_) {
+    for (const std::string& f : s.milestone.team_writes) {
+      if (std::find(allowed_.begin(), allowed_.end(), f) == allowed_.end()) allowed_.push_back(f);
+    }
+  }
+
+  // The labels stay in this process; the checks get images only.
+  data_dir_ = data::data_dir(opt_.data);
+  test_ = data::load_fashion_mnist(data_dir_, data::Split::test);
+
+  std::vector<std::string> skipped_models;
+  hidden_ = find_hidden_models(opt_.model_dirs, test_.count, &skipped_models);
+  for (const std::string& s : skipped_models) say("note: " + s);
+  plan_ = plan_checks(specs_, hidden_, root_ / "datasets" / "models");
+
+  result_.only = opt_.only;
+  for (const std::string& glob : opt_.only) {
+    const bool any = std::any_of(plan_.begin(), plan_.end(), [&](const PlannedCheck& p) {
+      return ::fnmatch(glob.c_str(), p.check.id.c_str(), 0) == 0;
+    });
+    const bool fixed = ::fnmatch(glob.c_str(), "files", 0) == 0 ||
+                       ::fnmatch(glob.c_str(), "build", 0) == 0 ||
+                       ::fnmatch(glob.c_str(), "symbols", 0) == 0;
+    if (!any && !fixed) {
+      std::string ids;
+      for (const PlannedCheck& p : plan_) ids += "\n  " + p.check.id;
+      throw Error("--only '" + glob + "' matches no check of " + opt_.milestone +
+                  "; the checks are:" + ids);
+    }
+  }
+  const std::size_t before = plan_.size();
+  std::erase_if(plan_, [&](const PlannedCheck& p) { return !id_selected(p.check.id, opt_.only); });
+  result_.partial = plan_.size() != before;
+}
+
+void Grading::prepare_output() {
+  std::error_code ec;
+#ifndef CONVLAB_HAVE_SQLITE
+  if (opt_.db) {
+    throw Error(
+        "--db needs the results database, and this convlab was built without SQLite: "
+        "install libsqlite3-dev and configure again, or grade without --db");
+  }
+#else
+  if (opt_.db) ResultsDb check_it_opens(*opt_.db);  // a bad file fails now, not after grading
+#endif
+
+  out_ = opt_.out.empty() ? fs::current_path() / ("grade-" + result_.team) : opt_.out;
+  logs_ = out_ / "logs";
+  fs::create_directories(logs_, ec);
+  if (ec || ::access(out_.c_str(), W_OK) != 0) {
+    throw Error("cannot write to --out " + out_.string() + ": choose a writable folder");
+  }
+  cache_ = opt_.cache.value_or(default_cache_dir());
+}
+
+void Grading::prepare_isolation() {
+  // Fails closed: refuses (unless --allow-degraded) where isolation is missing.
+  result_.degraded_features = require_isolation(opt_.allow_degraded);
+  result_.allow_degraded = opt_.allow_degraded;
+  std::string pattern = (fs::temp_directory_path() / "convlab-grade-XXXXXX").string();
+  if (::mkdtemp(pattern.data()) == nullptr) {
+    throw Error("cannot create a work folder in " + fs::temp_directory_path().string());
+  }
+  work_ = pattern;
+  work_lock_ = TempDirLock(work_);  // a grader killed with SIGKILL leaves it to the sweeper
+  remove_work_ = !opt_.keep_work;
+
+  result_.seed = opt_.seed.value_or([] {
+    std::random_device rd;
+    // 53 bits: the seed survives every JSON reader (doubles) and SQLite's signed integers.
+    return ((std::uint64_t{rd()} << 32) | rd()) & ((std::uint64_t{1} << 53) - 1);
+  }());
+  result_.framework_hash = framework_hash(root_);
+  result_.machine.cpu_name = cpu_name();
+  result_.machine.hostname = host_name();
+
+  // What the checks may not read: the labels, the hidden models, the staff solutions, the
+  // results database, and whatever the caller adds.
+  hide_ = {data_dir_, fs::path(data::kDefaultDataDir)};
+  if (const std::string env = getenv_or("CONVLAB_DATA"); !env.empty()) hide_.emplace_back(env);
+  hide_.insert(hide_.end(), opt_.model_dirs.begin(), opt_.model_dirs.end());
+  hide_.push_back(root_ / "reference" / "solutions");
+  if (opt_.db) hide_.push_back(*opt_.db);
+  hide_.insert(hide_.end(), opt_.hide_paths.begin(), opt_.hide_paths.end());
+  for (fs::path& h : hide_) h = fs::absolute(h).lexically_normal();
+  std::sort(hide_.begin(), hide_.end());
+  hide_.erase(std::unique(hide_.begin(), hide_.end()), hide_.end());
+
+  for (const char* name : {"PATH", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES"}) {
+    if (const char* v = std::getenv(name)) env_[name] = v;
+  }
+  env_[kResultFdEnv] = std::to_string(kResultFd);
+
+#ifdef CONVLAB_HAVE_CUDA
+  cuda_build_ =
+      std::any_of(specs_.begin(), specs_.end(), [](const MilestoneSpec& s) { return s.gpu; });
+#endif
+}
+
+// ---------------------------------------------------------------------------------------------
+// Build
+
+void Grading::build() {
+  say("building " + result_.submission + " (framework cache: " + cache_.string() + ")");
+  BuildRequest req;
+  req.submission = result_.submission;
+  req.allowed_files = allowed_;
+  req.framework_root = root_;
+  req.work_dir = work_ / "build";
+  req.cache_dir = cache_;
+  req.cuda = cuda_build_;
+  req.hide_paths = hide_;
+  req.time_limit_s = 0.0;  // the milestones' own limit (checks.json time_limit_s), not 600 s
+  for (const MilestoneSpec& s : specs_) {
+    req.time_limit_s = std::max(req.time_limit_s, s.milestone.time_limit_s);
+  }
+  try {
+    build_ = build_submission(req, [&](const std::string& line) { say("  " + line); });
+  } catch (const Error&) {
+    throw;  // the request itself is unusable: the grader's own bad input
+  } catch (const std::exception& e) {
+    build_ = BuildResult{};
+    build_.ok = false;
+    build_.reason = "framework_build_failed";
+    build_.log = std::string("the build step failed inside the grader: ") + e.what();
+  }
+  std::ofstream(logs_ / "build.log") << build_.log;
+}
+
+void Grading::add_build_checks() {
+  // Judged from the build alone, before any check runs.
+  static const char* const kBuildChecks[][2] = {
+      {"files", "files: only the milestone's files are graded"},
+      {"build", "build: the submission compiles"},
+      {"symbols", "symbols: no library convolution in your code"}};
+  for (const auto& [kind, name] : kBuildChecks) {
+    CheckResult& c = result_.checks.emplace_back();
+    c.id = kind;
+    c.name = name;
+    c.kind = kind;
+    c.milestone = opt_.milestone;
+    c.details_json = "{}";
+    PlannedCheck p;
+    p.check = c;
+    check_kind(kind).run(*this, p, c);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Running the checks
+
+void Grading::run_one(PlannedCheck& p, CheckResult& c) {
+  const CheckKind& kind = check_kind_of(p);
+  if (!build_.ok) {
+    c.status =
+        build_.reason == "framework_build_failed" ? CheckStatus::skipped : CheckStatus::failed;
+    c.reason = build_.reason == "framework_build_failed" ? "framework_build_failed"
+               : build_.reason == "forbidden_symbol" || build_.reason == "forbidden_include"
+                   ? build_.reason
+                   : "build_failed";
+    c.output = "Not run: the build did not succeed (see the build and symbols checks).";
+    return;
+  }
+  if (auto f = gpu_unavailable(p)) {
+    apply_failure(*f, c);
+    return;
+  }
+  kind.run(*this, p, c);
+}
+
+void Grading::run_checks() {
+  const std::size_t n = plan_.size();
+  for (std::size_t i = 0; i < n; ++i) {
+    PlannedCheck& p = plan_[i];
+    CheckResult c = p.check;
+    c.status = CheckStatus::failed;
+    c.reason = "grader_error";
+    c.score = 0.0;
+    if (c.details_json.empty()) c.details_json = "{}";
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      run_one(p, c);
+    } catch (const json::exception& e) {
+      // Only the team's code, running in the harness's process, can make its result malformed.
+      c.status = CheckStatus::failed;
+      c.reason = "no_result";
+      c.score = 0.0;
+      c.output = std::string("The harness's result was malformed (") + e.what() +
+                 "). Your code must not write to file descriptor 3.";
+    } catch (const std::exception& e) {
+      // The grader never fails because of a submission: this check fails instead.
+      c.status = CheckStatus::failed;
+      c.reason = "grader_error";
+      c.score = 0.0;
+      c.output = std::string("The grader could not run this check: ") + e.what() +
+                 "\nThis is not necessarily your code's fault: tell the course staff.";
+    }
+    if (c.status != CheckStatus::passed) c.score = 0.0;
+    if (c.wall_s == 0.0) {
+      c.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+    char line[64];
+    std::snprintf(line, sizeof line, "[%zu/%zu] ", i + 1, n);
+    say(line + c.id + ": " + status_name(c.status) + " " + points_text(c.score) + "/" +
+        points_text(c.max_score) + (c.reason == "ok" ? "" : " (" + c.reason + ")") +
+        fmt(", %.1f s", c.wall_s));
+    result_.checks.push_back(std::move(c));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Results
+
+void Grading::rank() {
+  // The ranked time: the last milestone's (final when grading all), and only when every
+  // correctness check of its ranked variant passed.
+  if (!specs_.empty()) {
+    const MilestoneSpec& ranked = specs_.back();
+    const Milestone& ms = ranked.milestone;
+    result_.ranked_variant = ranked.ranked_variant;
+    result_.ranked_model = ms.default_model;
+    result_.ranked_images = ms.default_images;
+    const CheckResult* time = nullptr;
+    bool all_passed = true;
+    for (const CheckResult& c : result_.checks) {
+      if (c.milestone != ms.id || c.variant != ranked.ranked_variant) continue;
+      if (c.kind == "time") time = &c;
+      if ((c.kind == "network" || c.kind == "elementwise") && c.status != CheckStatus::passed) {
+        all_passed = false;
+      }
+    }
+    if (time != nullptr && time->status == CheckStatus::passed && all_passed && build_.ok) {
+      result_.op_time_s = time->op_time_s;
+      result_.op_time_median_s = time->op_time_median_s;
+      result_.reference_time_s = time->reference_time_s;
+      if (time->reference_time_s && time->op_time_s && *time->op_time_s > 0) {
+        result_.speedup = *time->reference_time_s / *time->op_time_s;
+      }
+    }
+  }
+}
+
+void Grading::finish() {
+  for (const CheckResult& c : result_.checks) {
+    result_.score += c.score;
+    result_.max_score += c.max_score;
+  }
+  rank();
+
+  json sandbox = json::object();
+  SandboxFeatures features = last_run_ ? last_run_->features : probe_sandbox_features();
+  sandbox["features"] = {{"network_namespace", features.network_namespace},
+                         {"mount_namespace", features.mount_namespace},
+                         {"pid_namespace", features.pid_namespace},
+                         {"user_namespace", features.user_namespace},
+                         {"read_only_root", features.read_only_root},
+                         {"dropped_privileges", features.dropped_privileges},
+                         {"ipc_namespace", features.ipc_namespace},
+                         {"private_tmpfs", features.private_tmpfs},
+                         {"allow_list_view", features.allow_list_view},
+                         {"memory_limit", memory_limit_name(features.memory_limit)},
+                         {"user", features.user}};
+  if (last_limits_) {
+    sandbox["limits"] = {{"wall_s", last_limits_->wall_s},
+                         {"cpu_s", last_limits_->cpu_s},
+                         {"max_processes", last_limits_->max_processes},
+                         {"max_file_bytes", last_limits_->max_file_bytes},
+                         {"max_output_bytes", last_limits_->max_output_bytes},
+                         {"max_channel_bytes", last_limits_->max_channel_bytes},
+                         {"max_memory_bytes", last_limits_->max_memory_bytes},
+                         {"tmp_bytes", last_limits_->tmp_bytes},
+                         {"tmp_inodes", last_limits_->tmp_inodes}};
+  }
+  std::vector<std::string> hidden;
+  for (const fs::path& h : hide_) hidden.push_back(h.string());
+  sandbox["hidden_paths"] = hidden;
+  result_.sandbox_json = sandbox.dump();
+  result_.duration_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+}
+
+GradeResult Grading::run() {
+  validate_options();
+  load_plan();
+  prepare_output();
+  prepare_isolation();
+  say("grading " + result_.team + ", milestone " + opt_.milestone + ", seed " +
+      std::to_string(result_.seed) + (result_.partial ? " (partial: --only)" : ""));
+  try {
+    build();
+    add_build_checks();
+    run_checks();
+  } catch (...) {
+    if (remove_work_) {
+      std::error_code ec;
+      fs::remove_all(work_, ec);
+    }
+    throw;
+  }
+  finish();
+  if (remove_work_) {
+    std::error_code ec;
+    fs::remove_all(work_, ec);
+  } else {
+    say("work folder kept: " + work_.string());
+  }
+  write_reports(result_, out_);
+#ifdef CONVLAB_HAVE_SQLITE
+  if (opt_.db) {
+    ResultsDb db(*opt_.db);
+    const std::int64_t id = db.record(result_, report_json(result_));
+    say("recorded as run " + std::to_string(id) + " in " + opt_.db->string());
+  }
+#endif
+  say("reports: " + (out_ / "report.json").string() + ", " + (out_ / "results.json").string());
+  return result_;
+}
+
+GradeResult grade_submission(const GradeOptions& options, const ProgressFn& progress) {
+  Grading g(options, progress);
+  return g.run();
+}
+
+}  // namespace convlab::grader

@@ -1,0 +1,213 @@
+// `convlab run`, step 2: loads the data and the model, runs the network with each chosen
+// convolution (the library's, the team's or the staff's), and counts the correct predictions.
+#include <algorithm>
+#include <iostream>
+
+#include "datasets/fashion_mnist.hpp"
+#include "reference/conv/library_conv.hpp"
+#include "reference/core/error.hpp"
+#include "reference/driver/run_steps.hpp"
+#include "reference/model/model.hpp"
+
+#ifdef CONVLAB_HAVE_CUDA
+#include "reference/device/peak.hpp"
+#include "reference/conv/cudnn_conv.hpp"
+#include "reference/core/cuda_check.hpp"
+#include "reference/network/network_gpu.hpp"
+#include "reference/profile/profiler.hpp"
+#endif
+
+namespace convlab {
+
+namespace {
+
+// The GPU makes one untimed warm-up call first (module loading, first-touch costs).
+[[maybe_unused]] TimingOptions gpu_timing(const RunPlan& plan) {
+  return {1, plan.opt.runs};
+}
+
+// Runs `body` and records its outcome; a stub or a failing kernel marks that run, not the
+// whole command, when several runs share one invocation.
+template <typename Body>
+[[maybe_unused]] void attempt(RunRecord& rec, bool keep_going, Body body) {
+  try {
+    rec.run = body();
+  } catch (const NotImplemented& e) {
+    if (!keep_going) throw;
+    rec.status = "not_implemented";
+    rec.error = e.what();
+  } catch (const Error& e) {
+    if (!keep_going) throw;
+    rec.status = "error";
+    rec.error = e.what();
+  }
+}
+
+// Where the code of variant `id` that `impl` runs lives (its declaration).
+[[maybe_unused]] std::string code_file(std::string_view id, Impl impl) {
+  const Variant& v = find_variant(id);
+  return std::string(impl == Impl::student ? v.student_file : v.staff_file);
+}
+
+// The conv layers of `run` whose timed call also computed the tanh and max-pool after them.
+[[maybe_unused]] bool any_fused(const NetworkRun& run) {
+  return std::any_of(run.conv_layers.begin(), run.conv_layers.end(),
+                     [](const ConvLayerTime& t) { return !t.fused.empty(); });
+}
+
+#ifdef CONVLAB_HAVE_CUDA
+// The GPU variants --variant names: one, or all of the milestone's (baseline first, so that
+// every other variant has a speedup to show).
+std::vector<const GpuVariant*> chosen_variants(const RunPlan& plan) {
+  const Milestone& ms = plan.ms;
+  const std::string choice = plan.opt.variant.value_or(ms.default_variant);
+  std::vector<const GpuVariant*> chosen;
+  if (choice == "all") {
+    const GpuVariant* baseline = &gpu_variants().front();  // the first GPU variant declared
+    chosen.push_back(baseline);
+    for (const std::string& v : ms.variants) {
+      if (v != baseline->name) chosen.push_back(&find_gpu_variant(v));
+    }
+    return chosen;
+  }
+  const GpuVariant& v = find_gpu_variant(choice);
+  if (std::find(ms.variants.begin(), ms.variants.end(), v.name) == ms.variants.end()) {
+    throw Error("variant " + choice + " belongs to milestone " + std::string(v.milestone) +
+                ", not " + ms.id);
+  }
+  chosen.push_back(&v);
+  return chosen;
+}
+
+// The chosen variants, and with --variant all cuDNN as the table's last (library) row.
+void run_gpu_variants(const RunPlan& plan, const Model& model, const Tensor& input,
+                      RunResult& result) {
+  const RunOptions& opt = plan.opt;
+  const bool all = opt.variant.value_or(plan.ms.default_variant) == "all";
+  for (const GpuVariant* v : chosen_variants(plan)) {
+    RunRecord& rec = result.records.emplace_back();
+    rec.label = std::string(v->name);
+    rec.code_file = code_file(v->name, opt.impl);
+    attempt(rec, all, [&] {
+      const GpuConvTanhPoolFn fused = plan.fuse ? v->fused_launcher(opt.impl) : nullptr;
+      return run_network_gpu(model, input, v->launcher(opt.impl), fused, rec.label,
+                             gpu_timing(plan));
+    });
+  }
+  if (!all) return;
+  // Fused exactly when a variant was: then its row times cuDNN's conv, tanh and max-pool.
+  const bool fused =
+      std::any_of(result.records.begin(), result.records.end(),
+                  [](const RunRecord& r) { return r.status == "ok" && any_fused(r.run); });
+  RunRecord& rec = result.records.emplace_back();
+  rec.label = "cudnn";
+  rec.reference = true;
+  rec.run = run_network_gpu(model, input, conv_forward_cudnn,
+                            fused ? conv_tanh_maxpool_cudnn : nullptr, "cuDNN", gpu_timing(plan));
+}
+
+// Started before the run's first CUDA call, so that the profile covers all of it (the
+// profiler cannot move: it is emplaced where it lives).
+void start_profiler(std::optional<profile::Profiler>& profiler) {
+  try {
+    profiler.emplace();
+  } catch (const Error&) {
+    // Without a GPU CUPTI fails too, but "no GPU" is the message that helps.
+    std::string why;
+    if (!cuda_device_available(&why)) throw CudaError("--profile needs a GPU: " + why);
+    throw;
+  }
+}
+
+void run_gpu(const RunPlan& plan, const Model& model, const Tensor& input, RunResult& result) {
+  std::optional<profile::Profiler> profiler;
+  if (plan.profiling) start_profiler(profiler);
+  const GpuInfo info = gpu_info();
+  result.gpu = {{"name", info.name},
+                {"driver", info.driver},
+                {"cuda_driver", info.cuda_driver},
+                {"sm_count", info.sm_count},
+                {"compute_capability", info.compute_capability}};
+  if (plan.ms.id == "m1") {
+    RunRecord& rec = result.records.emplace_back();
+    rec.label = "cudnn";
+    rec.code_file = "reference/conv/cudnn_conv.cu";
+    rec.run = run_network_gpu(model, input, conv_forward_cudnn, "cuDNN", gpu_timing(plan));
+  } else {
+    run_gpu_variants(plan, model, input, result);
+  }
+  if (profiler) result.profiled = profiler->stop();
+  // Measured after the profile stops, so that its SGEMM stays out of the table.
+  if (result.records.size() > 1) {
+    try {
+      const Fp32Peak& peak = measured_fp32_peak();
+      result.peak_flops = peak.flops_per_s;
+      result.peak_note = peak.method;
+      result.gpu["fp32_peak_flops"] = peak.flops_per_s;
+      result.gpu["fp32_peak_method"] = peak.method;
+    } catch (const Error& e) {
+      result.peak_note = e.what();
+    }
+  }
+}
+#endif
+
+// Runs the plan's convolution(s) on `input` into result.records.
+void run_convolutions(const RunPlan& plan, const Model& model, const Tensor& input,
+                      RunResult& result) {
+  const TimingOptions cpu_timing{0, plan.opt.runs};
+  if (plan.ms.id == "m1" && plan.device == "cpu") {
+    RunRecord& rec = result.records.emplace_back();
+    rec.label = "reference";
+    rec.code_file = "reference/conv/library_conv_cpu.cpp";
+    rec.run = run_network_cpu(model, input, conv_forward_reference, cpu_timing);
+  } else if (const std::vector<std::string> cpu = variant_ids(plan.ms.id, "cpu"); !cpu.empty()) {
+    // A milestone of CPU variants (m2): its declared convolution.
+    RunRecord& rec = result.records.emplace_back();
+    rec.label = cpu.front();
+    rec.code_file = code_file(rec.label, plan.opt.impl);
+    rec.run = run_network_cpu(model, input, cpu_conv(plan.opt.impl, rec.label), cpu_timing);
+  } else {
+#ifdef CONVLAB_HAVE_CUDA
+    run_gpu(plan, model, input, result);
+#endif
+  }
+}
+
+}  // namespace
+
+RunResult execute_run(const RunPlan& plan, std::ostream& out) {
+  const std::int64_t n = plan.n;
+  out << "Loading fashion-mnist data..." << std::flush;
+  const data::Dataset test =
+      data::load_fashion_mnist(data::data_dir(plan.opt.data), data::Split::test);
+  out << " done\n";
+  if (n < 1 || n > test.count) {
+    throw Error("N must be between 1 and " + std::to_string(test.count) +
+                " (the size of the test set), got " + std::to_string(n));
+  }
+  out << "Loading model..." << std::flush;
+  const Model model = load_model(plan.model_path);
+  out << " done" << std::endl;
+
+  const Tensor input = test.images(n, model.input_scale);
+  const std::span<const std::uint8_t> labels(test.labels.data(), static_cast<std::size_t>(n));
+  auto expected = plan.ms.expected(model.name, n, plan.device);
+  if (!expected) {
+    if (auto it = model.expected_correct.find(n); it != model.expected_correct.end()) {
+      expected = it->second;
+    }
+  }
+
+  RunResult result;
+  result.model_name = model.name;
+  run_convolutions(plan, model, input, result);
+  for (RunRecord& rec : result.records) {
+    if (rec.status != "ok") continue;
+    rec.correct = count_correct(predictions(rec.run.output), labels);
+    rec.expected = expected;
+  }
+  return result;
+}
+
+}  // namespace convlab
