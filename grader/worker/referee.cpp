@@ -52,6 +52,7 @@
 #include "grader/worker/protocol.hpp"
 #include "grader/worker/remote_conv.hpp"
 #include "reference/conv/library_conv.hpp"
+#include "reference/conv/variant_table.hpp"
 #include "reference/core/error.hpp"
 #include "reference/model/model.hpp"
 #include "reference/network/network.hpp"
@@ -71,27 +72,9 @@ using convlab::Error;
 using nlohmann::json;
 namespace grader = convlab::grader;
 
-// The variants' names and devices, from the declarations (the team's process holds their code).
-struct VariantName {
-  const char* name;
-  bool gpu;
-};
-#define CONVLAB_VARIANT(id, milestone, device, student_file, staff_file, handout, idea, \
-                        precision, libraries, fused)                                     \
-  {#id, std::string_view(#device) == "gpu"},
-constexpr VariantName kVariantNames[] = {
-#include "reference/conv/variants.def"
-};
-#undef CONVLAB_VARIANT
-
 // Whether `variant` runs on the GPU; throws Error naming the declared variants otherwise.
 bool runs_on_gpu(const std::string& variant) {
-  std::string names;
-  for (const VariantName& v : kVariantNames) {
-    if (variant == v.name) return v.gpu;
-    names += (names.empty() ? "" : ", ") + std::string(v.name);
-  }
-  throw Error("unknown variant '" + variant + "': use one of " + names);
+  return convlab::find_variant(variant).gpu();
 }
 
 // The max-pool a fused launcher is checked with: the one the network runner fuses.
@@ -220,7 +203,7 @@ json gpu_json() {
 #endif
 
 // Throws unless the GPU can be used here for the GPU variant `variant`.
-void require_gpu(const std::string& variant) {
+void require_gpu([[maybe_unused]] const std::string& variant) {
 #ifdef CONVLAB_HAVE_CUDA
   std::string why;
   if (!convlab::cuda_device_available(&why)) throw convlab::CudaError(why);
@@ -533,7 +516,7 @@ int main(int argc, char** argv) {
   // team's process; anything else that fails here is the referee's own problem.
   try {
     const Args args = parse_args(argc, argv);
-    if (args.task != "info" && args.variant != "cpu") g_partner = grader::start_gpu_partner();
+    if (args.task != "info" && runs_on_gpu(args.variant)) g_partner = grader::start_gpu_partner();
     if (args.task == "info") {
       result = task_info();
     } else if (args.task == "network") {
