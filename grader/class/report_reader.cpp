@@ -84,9 +84,15 @@ class Fields {
     return *it;
   }
   std::string where(const char* key) const {
+    // Appended piece by piece: GCC 12 at -O3 warns (-Wrestrict) on `"." + std::string(key)`.
     std::string w = path_;
-    if (*key != '\0') w += (w.empty() ? "" : ".") + std::string(key);
-    return w.empty() ? "the report" : "field " + w;
+    if (*key != '\0') {
+      if (!w.empty()) w.push_back('.');
+      w.append(key);
+    }
+    if (w.empty()) return "the report";
+    w.insert(0, "field ");
+    return w;
   }
 
  private:
