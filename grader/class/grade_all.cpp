@@ -451,134 +451,180 @@ void detail::write_summary(ClassSummary& summary, std::vector<TeamOutcome> kept,
   write_atomically(out / "summary.json", summary_json(summary));
 }
 
+namespace {
+
+// Grades a class on this machine: up to `jobs` graders at a time (on GPU milestones one per
+// GPU, each pinned to its GPU, so that no team is timed while another team's code runs on the
+// same GPU; without a GPU list, one at a time). Each pass of step() starts, polls and finishes
+// graders; run() loops until the queue is empty.
+class LocalRun {
+ public:
+  LocalRun(const GradeAllOptions& options, const GradeAllEvents& events, const ClassPlan& plan,
+           ClassSummary& summary)
+      : options_(options),
+        events_(events),
+        plan_(plan),
+        summary_(summary),
+        exe_(options.grader.value_or("/proc/self/exe")) {
+    if (plan.gpu) gpus_ = options.gpus.empty() ? visible_gpus() : options.gpus;
+    gpu_busy_.assign(gpus_.size(), false);
+    jobs_ = options.jobs > 0
+                ? options.jobs
+                : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / 2);
+    if (plan.gpu) jobs_ = std::max<int>(1, static_cast<int>(gpus_.size()));
+    summary.jobs = jobs_;
+    summary.gpus = gpus_;
+    total_ = static_cast<int>(summary.teams.size());
+    for (std::size_t i = 0; i < summary.teams.size(); ++i) queue_.push_back(i);
+    // With several graders, the first team is graded alone: it builds the framework cache
+    // that the others then reuse instead of all waiting on one build.
+    warming_ = jobs_ > 1 && total_ > 1;
+  }
+
+  int jobs() const { return jobs_; }
+  int total() const { return total_; }
+  void run();
+
+ private:
+  void interrupt();
+  void start_team(std::size_t i);
+  void poll_running();
+  void finish(Running& r, const ChildExit& exit);
+  void queue_regrades();
+  void counted_finish(const TeamOutcome& t) {
+    if (!regrading_) ++done_;
+    if (events_.finished) events_.finished(t, done_, total_);
+  }
+
+  const GradeAllOptions& options_;
+  const GradeAllEvents& events_;
+  const ClassPlan& plan_;
+  ClassSummary& summary_;
+  const fs::path exe_;
+  std::vector<std::string> gpus_;
+  std::vector<bool> gpu_busy_;
+  int jobs_ = 1, total_ = 0, done_ = 0;
+  std::vector<Running> running_;
+  std::deque<std::size_t> queue_;
+  bool warming_ = false;
+  // Then the teams whose checks ran out of processes while others were graded are graded
+  // again, one at a time (see TeamOutcome::contended).
+  bool regrading_ = false;
+};
+
+void LocalRun::run() {
+  while (!queue_.empty() || !running_.empty()) {
+    if (g_stop != 0) {
+      interrupt();
+      break;
+    }
+    const std::size_t capacity = warming_ || regrading_ ? 1 : static_cast<std::size_t>(jobs_);
+    while (running_.size() < capacity && !queue_.empty()) {
+      const std::size_t i = queue_.front();
+      queue_.pop_front();
+      start_team(i);
+    }
+    poll_running();
+    if (queue_.empty() && running_.empty() && !regrading_ && jobs_ > 1) queue_regrades();
+    if (events_.tick) events_.tick();
+    if (!running_.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+}
+
+void LocalRun::interrupt() {
+  summary_.interrupted = true;
+  for (Running& r : running_) {
+    r.child->kill_group(false);
+    TeamOutcome& t = summary_.teams[r.index];
+    t.graded = false;
+    t.wall_s = seconds_since(r.start);
+    t.error = "interrupted while grading";
+  }
+  running_.clear();
+  if (!regrading_) {
+    for (std::size_t i : queue_)
+      summary_.teams[i].error = "not graded: the class run was interrupted";
+  }
+}
+
+void LocalRun::start_team(std::size_t i) {
+  TeamOutcome& t = summary_.teams[i];
+  const std::vector<std::string> argv = grade_argv(options_, t, plan_.class_folders, plan_.out);
+  start_team_folder(t, argv);
+  Running r{i, nullptr, Clock::now()};
+  std::vector<std::pair<std::string, std::string>> env;
+  if (!gpus_.empty()) {
+    r.slot =
+        static_cast<int>(std::find(gpu_busy_.begin(), gpu_busy_.end(), false) - gpu_busy_.begin());
+    t.gpu = gpus_[r.slot];
+    env.emplace_back("CUDA_VISIBLE_DEVICES", t.gpu);
+  }
+  try {
+    r.child = std::make_unique<ChildProcess>(argv, t.out / "grade.log", exe_, env);
+  } catch (const Error& e) {
+    t.graded = false;
+    t.error = e.what();
+    counted_finish(t);
+    return;
+  }
+  if (r.slot >= 0) gpu_busy_[r.slot] = true;
+  if (events_.started) events_.started(t.team);
+  running_.push_back(std::move(r));
+}
+
+void LocalRun::poll_running() {
+  for (auto it = running_.begin(); it != running_.end();) {
+    std::optional<ChildExit> exit = it->child->poll();
+    if (!exit && options_.team_timeout_s > 0 &&
+        seconds_since(it->start) > options_.team_timeout_s) {
+      exit = it->child->kill_group(true);
+    }
+    if (exit) {
+      finish(*it, *exit);
+      it = running_.erase(it);
+      warming_ = false;
+    } else {
+      ++it;
+    }
+  }
+}
+
+void LocalRun::finish(Running& r, const ChildExit& exit) {
+  TeamOutcome& t = summary_.teams[r.index];
+  t.wall_s = seconds_since(r.start);
+  if (r.slot >= 0) gpu_busy_[r.slot] = false;
+  judge(t, exit, options_.team_timeout_s);
+  counted_finish(t);
+}
+
+void LocalRun::queue_regrades() {
+  regrading_ = true;
+  for (std::size_t i = 0; i < summary_.teams.size(); ++i) {
+    TeamOutcome& t = summary_.teams[i];
+    if (t.graded && t.contended) {
+      t.regraded_alone = true;
+      queue_.push_back(i);
+    }
+  }
+}
+
+}  // namespace
+
 ClassSummary grade_all(const GradeAllOptions& options, const GradeAllEvents& events) {
   clear_stop();
   const ClassPlan plan = plan_class(options);
-  const fs::path& out = plan.out;
-
   ClassSummary summary;
   summary.milestone = options.milestone;
   summary.submissions = plan.submissions;
   summary.started_at = utc_now();
-  for (const fs::path& f : plan.folders) summary.teams.push_back(new_outcome(f, out));
+  for (const fs::path& f : plan.folders) summary.teams.push_back(new_outcome(f, plan.out));
 
-  // GPU milestones: one grade per GPU at a time, each pinned to its GPU, so that no team is
-  // timed while another team's code runs on the same GPU. Without a GPU list, one at a time.
-  std::vector<std::string> gpus;
-  if (plan.gpu) gpus = options.gpus.empty() ? visible_gpus() : options.gpus;
-  std::vector<bool> gpu_busy(gpus.size(), false);
-  int jobs = options.jobs > 0
-                 ? options.jobs
-                 : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / 2);
-  if (plan.gpu) jobs = std::max<int>(1, static_cast<int>(gpus.size()));
-  summary.jobs = jobs;
-  summary.gpus = gpus;
-  const int total = static_cast<int>(summary.teams.size());
-  if (events.begin) events.begin(total, jobs);
-
+  LocalRun run(options, events, plan, summary);
+  if (events.begin) events.begin(run.total(), run.jobs());
   const auto start = Clock::now();
-  const fs::path exe = options.grader.value_or("/proc/self/exe");
-  std::vector<Running> running;
-  std::deque<std::size_t> queue;
-  for (std::size_t i = 0; i < summary.teams.size(); ++i) queue.push_back(i);
-  int done = 0;
-  // With several graders, the first team is graded alone: it builds the framework cache that
-  // the others then reuse instead of all waiting on one build.
-  bool warming = jobs > 1 && total > 1;
-  // Then the teams whose checks ran out of processes while others were graded are graded
-  // again, one at a time (see TeamOutcome::contended).
-  bool regrading = false;
-
-  auto start_team = [&](std::size_t i) {
-    TeamOutcome& t = summary.teams[i];
-    const std::vector<std::string> argv = grade_argv(options, t, plan.class_folders, out);
-    start_team_folder(t, argv);
-    Running r{i, nullptr, Clock::now()};
-    std::vector<std::pair<std::string, std::string>> env;
-    if (!gpus.empty()) {
-      r.slot =
-          static_cast<int>(std::find(gpu_busy.begin(), gpu_busy.end(), false) - gpu_busy.begin());
-      t.gpu = gpus[r.slot];
-      env.emplace_back("CUDA_VISIBLE_DEVICES", t.gpu);
-    }
-    try {
-      r.child = std::make_unique<ChildProcess>(argv, t.out / "grade.log", exe, env);
-    } catch (const Error& e) {
-      t.graded = false;
-      t.error = e.what();
-      if (!regrading) ++done;
-      if (events.finished) events.finished(t, done, total);
-      return;
-    }
-    if (r.slot >= 0) gpu_busy[r.slot] = true;
-    if (events.started) events.started(t.team);
-    running.push_back(std::move(r));
-  };
-
-  auto finish = [&](Running& r, const ChildExit& exit) {
-    TeamOutcome& t = summary.teams[r.index];
-    t.wall_s = seconds_since(r.start);
-    if (r.slot >= 0) gpu_busy[r.slot] = false;
-    judge(t, exit, options.team_timeout_s);
-    if (!regrading) ++done;
-    if (events.finished) events.finished(t, done, total);
-  };
-
-  while (!queue.empty() || !running.empty()) {
-    if (g_stop != 0) {
-      summary.interrupted = true;
-      for (Running& r : running) {
-        r.child->kill_group(false);
-        TeamOutcome& t = summary.teams[r.index];
-        t.graded = false;
-        t.wall_s = seconds_since(r.start);
-        t.error = "interrupted while grading";
-      }
-      running.clear();
-      if (!regrading) {
-        for (std::size_t i : queue) {
-          summary.teams[i].error = "not graded: the class run was interrupted";
-        }
-      }
-      break;
-    }
-    const std::size_t capacity = warming || regrading ? 1 : static_cast<std::size_t>(jobs);
-    while (running.size() < capacity && !queue.empty()) {
-      const std::size_t i = queue.front();
-      queue.pop_front();
-      start_team(i);
-    }
-
-    for (auto it = running.begin(); it != running.end();) {
-      std::optional<ChildExit> exit = it->child->poll();
-      if (!exit && options.team_timeout_s > 0 &&
-          seconds_since(it->start) > options.team_timeout_s) {
-        exit = it->child->kill_group(true);
-      }
-      if (exit) {
-        finish(*it, *exit);
-        it = running.erase(it);
-        warming = false;
-      } else {
-        ++it;
-      }
-    }
-    if (queue.empty() && running.empty() && !regrading && jobs > 1) {
-      regrading = true;
-      for (std::size_t i = 0; i < summary.teams.size(); ++i) {
-        TeamOutcome& t = summary.teams[i];
-        if (t.graded && t.contended) {
-          t.regraded_alone = true;
-          queue.push_back(i);
-        }
-      }
-    }
-    if (events.tick) events.tick();
-    if (!running.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  }
-
+  run.run();
   summary.duration_s = seconds_since(start);
-  write_summary(summary, plan.kept, out);
+  write_summary(summary, plan.kept, plan.out);
   return summary;
 }
 

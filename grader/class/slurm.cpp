@@ -275,15 +275,317 @@ std::string slurm_script(const GradeAllOptions& options, const SlurmOptions& slu
   return script_text(o, slurm, plan, tasks);
 }
 
-ClassSummary grade_all_slurm(const GradeAllOptions& options, const SlurmOptions& slurm,
-                             const GradeAllEvents& events) {
-  clear_stop();
+namespace {
+
+// Follows one class run on Slurm: submits the array job (one task per team), looks at the
+// queue until every task has a result or has failed, and resubmits, once, a task the cluster
+// lost. Each look is one pass of look(); its steps are the member functions below.
+class SlurmRun {
+ public:
+  SlurmRun(const SlurmOptions& slurm, const GradeAllEvents& events, const fs::path& out,
+           ClassSummary& summary)
+      : slurm_(slurm),
+        events_(events),
+        slurm_dir_(out / kSlurmDir),
+        summary_(summary),
+        total_(static_cast<int>(summary.teams.size())) {}
+
+  void submit_all();
+  // Looks until every task is finished or the run is interrupted.
+  void follow();
+
+ private:
+  // Tasks that left the queue, by "JOB_TASK", as scontrol shows them; jobs it could not show.
+  struct Ended {
+    bool asked = false;
+    std::map<std::string, SlurmTaskState> tasks;
+    std::set<std::string> unreadable;
+  };
+
+  static bool finished(const Track& tr) {
+    return tr.phase == Track::Phase::done || tr.phase == Track::Phase::failed;
+  }
+  fs::path script_file() const { return slurm_dir_ / kScriptFile; }
+  void note(const std::string& line) const {
+    if (events_.note) events_.note(line);
+  }
+  std::set<std::string> live_jobs() const;
+  bool look();
+  std::optional<std::map<std::string, std::string>> queued_tasks(const std::set<std::string>& live);
+  void settle(Track& tr, const std::map<std::string, std::string>& active,
+              const std::set<std::string>& live, Ended& ended, std::vector<Track*>& lost);
+  bool take_result(Track& tr, const std::string& id);
+  void ask_scontrol(const std::set<std::string>& live, Ended& ended) const;
+  void judge_ended(Track& tr, const std::string& id, const Ended& ended, std::vector<Track*>& lost);
+  void resubmit(const std::vector<Track*>& lost, const Ended& ended);
+  void cancel();
+  void fail(Track& tr, const std::string& why);
+  void report_status();
+  void sleep_a_poll() const;
+
+  const SlurmOptions& slurm_;
+  const GradeAllEvents& events_;
+  const fs::path slurm_dir_;
+  ClassSummary& summary_;
+  const int total_;
+  std::vector<Track> tracks_;
+  int done_ = 0, failed_ = 0, resubmitted_ = 0, queue_failures_ = 0;
+  std::string last_status_;
+};
+
+void SlurmRun::submit_all() {
+  const std::string job = submit(script_file(), "");
+  summary_.slurm_jobs.push_back(job);
+  note("submitted Slurm job " + job + ": " + std::to_string(total_) + " array task" +
+       (total_ == 1 ? "" : "s") + ", one per team (script: " + script_file().string() + ")");
+  for (std::size_t i = 0; i < summary_.teams.size(); ++i) {
+    Track tr;
+    tr.index = i;
+    tr.job = job;
+    tr.task = static_cast<int>(i);
+    tracks_.push_back(tr);
+  }
+}
+
+void SlurmRun::follow() {
+  while (look()) sleep_a_poll();
+  report_status();
+}
+
+std::set<std::string> SlurmRun::live_jobs() const {
+  std::set<std::string> live;
+  for (const Track& tr : tracks_) {
+    if (!finished(tr)) live.insert(tr.job);
+  }
+  return live;
+}
+
+// One look at the queue; false when there is nothing left to wait for.
+bool SlurmRun::look() {
+  if (stop_requested()) {
+    cancel();
+    return false;
+  }
+  const std::set<std::string> live = live_jobs();
+  if (live.empty()) return false;
+  const auto active = queued_tasks(live);
+  if (!active) return true;  // the queue could not be read this time: look again
+  Ended ended;
+  std::vector<Track*> lost;
+  for (Track& tr : tracks_) {
+    if (!finished(tr)) settle(tr, *active, live, ended, lost);
+  }
+  if (!lost.empty()) resubmit(lost, ended);
+  report_status();
+  if (events_.tick) events_.tick();
+  return !std::all_of(tracks_.begin(), tracks_.end(), finished);
+}
+
+// What is still queued or running ("JOB_TASK" -> state), or nullopt when squeue failed (it
+// throws after kMaxQueueFailures failures in a row).
+std::optional<std::map<std::string, std::string>> SlurmRun::queued_tasks(
+    const std::set<std::string>& live) {
+  std::string ids;
+  for (const std::string& j : live) {
+    if (!ids.empty()) ids += ',';
+    ids += j;
+  }
+  const CommandOutput sq =
+      run_captured({"squeue", "-h", "-r", "-j", ids, "-o", "%F %K %T"}, kCommandTimeout);
+  if (!sq.ok() && sq.output.find("Invalid job id") == std::string::npos) {
+    if (++queue_failures_ >= kMaxQueueFailures) {
+      throw Error("cannot read the Slurm queue (squeue: " + trim(sq.output) +
+                  "); the tasks of job " + summary_.slurm_jobs.front() +
+                  " may still run: when they end, load their reports with `convlab ingest " +
+                  slurm_dir_.parent_path().string() + " --db FILE`");
+    }
+    return std::nullopt;
+  }
+  queue_failures_ = 0;
+  std::map<std::string, std::string> active;
+  if (sq.ok()) {
+    for (const SlurmTaskState& s : parse_squeue(sq.output)) {
+      active[task_id(s.job, s.task)] = s.state;
+    }
+  }
+  return active;
+}
+
+// A task not yet finished: still in the queue, done (its task.json), or ended without one.
+void SlurmRun::settle(Track& tr, const std::map<std::string, std::string>& active,
+                      const std::set<std::string>& live, Ended& ended, std::vector<Track*>& lost) {
+  const std::string id = task_id(tr.job, tr.task);
+  if (auto a = active.find(id); a != active.end()) {
+    tr.phase = a->second == "PENDING" ? Track::Phase::queued : Track::Phase::running;
+    return;
+  }
+  if (take_result(tr, id)) return;
+  if (!ended.asked) ask_scontrol(live, ended);
+  if (ended.unreadable.contains(tr.job)) return;
+  judge_ended(tr, id, ended, lost);
+}
+
+// The task's result, when it wrote one: how the grade ended from task.json, the figures from
+// the report it validates.
+bool SlurmRun::take_result(Track& tr, const std::string& id) {
+  TeamOutcome& t = summary_.teams[tr.index];
+  const std::optional<TeamOutcome> row = read_task_file(t.out);
+  if (!row) return false;
+  t.graded = row->graded;
+  t.error = row->error;
+  t.exit_code = row->exit_code;
+  t.wall_s = row->wall_s;
+  t.gpu = row->gpu;
+  t.slurm_task = id;
+  t.resubmitted = tr.attempts > 1;
+  const bool report = read_team_report(t);  // sets error when there is none
+  if (t.graded && !report) {
+    t.graded = false;
+    t.error = "the task said graded, but " + t.error + "; see " + (t.out / "grade.log").string();
+  } else {
+    t.error = row->error;
+  }
+  tr.phase = Track::Phase::done;
+  ++done_;
+  if (events_.finished) events_.finished(t, done_ + failed_, total_);
+  return true;
+}
+
+void SlurmRun::ask_scontrol(const std::set<std::string>& live, Ended& ended) const {
+  ended.asked = true;
+  for (const std::string& job : live) {
+    const CommandOutput sc = run_captured({"scontrol", "-o", "show", "job", job}, kCommandTimeout);
+    // "Invalid job id": the controller forgot the job; other failures: ask again later rather
+    // than take a running task for a lost one.
+    if (!sc.ok() && sc.output.find("Invalid job id") == std::string::npos) {
+      ended.unreadable.insert(job);
+    }
+    for (const SlurmTaskState& s : parse_scontrol(sc.output)) {
+      ended.tasks[task_id(s.job, s.task)] = s;
+    }
+  }
+}
+
+// A task out of the queue with no task.json: between two looks, completed (its file may lag),
+// lost to the cluster (resubmitted once) or failed.
+void SlurmRun::judge_ended(Track& tr, const std::string& id, const Ended& ended,
+                           std::vector<Track*>& lost) {
+  static const std::set<std::string> in_between{"PENDING",    "RUNNING",   "CONFIGURING",
+                                                "COMPLETING", "SUSPENDED", "REQUEUED",
+                                                "RESIZING",   "SIGNALING", "STAGE_OUT"};
+  const auto e = ended.tasks.find(id);
+  const std::string state = e != ended.tasks.end() ? e->second.state : "";
+  if (in_between.contains(state)) return;  // the next look tells
+  const std::string exit_code = e != ended.tasks.end() ? e->second.exit_code : "";
+  if (state == "COMPLETED") {
+    // The task wrote task.json before it exited 0: wait for the file system to show it.
+    if (!tr.completed_at) tr.completed_at = Clock::now();
+    if (seconds_since(*tr.completed_at) < slurm_.result_grace_s) return;
+    fail(tr, "Slurm task " + id + " completed, but its " + std::string(kTaskFile) +
+                 " never appeared in " + summary_.teams[tr.index].out.string() +
+                 " (is --out on a file system every node shares?)");
+    return;
+  }
+  // Unknown: the controller no longer knows the task (purged): lost as well.
+  const bool cluster = state.empty() || is_cluster_failure(state);
+  if (cluster && tr.attempts == 1) {
+    lost.push_back(&tr);
+    return;
+  }
+  fail(tr, "Slurm task " + id + " ended " + (state.empty() ? "out of sight" : state) +
+               (exit_code.empty() ? "" : " (exit " + exit_code + ")") +
+               (cluster ? " for the second time" : "") + " without a result");
+}
+
+void SlurmRun::resubmit(const std::vector<Track*>& lost, const Ended& ended) {
+  std::string array, which;
+  for (const Track* tr : lost) {
+    if (!array.empty()) array += ',';
+    array += std::to_string(tr->task);
+    const auto e = ended.tasks.find(task_id(tr->job, tr->task));
+    if (!which.empty()) which += ", ";
+    which += task_id(tr->job, tr->task);
+    which += ' ';
+    which += e != ended.tasks.end() ? e->second.state : "lost";
+  }
+  if (slurm_.max_parallel > 0) array += "%" + std::to_string(slurm_.max_parallel);
+  const std::string job = submit(script_file(), array);
+  summary_.slurm_jobs.push_back(job);
+  std::error_code ec;
+  for (Track* tr : lost) {
+    // The lost task's partial results go; the new task starts clean.
+    fs::remove_all(summary_.teams[tr->index].out, ec);
+    fs::create_directories(summary_.teams[tr->index].out, ec);
+    tr->job = job;
+    tr->attempts = 2;
+    tr->phase = Track::Phase::queued;
+    tr->completed_at.reset();
+    ++resubmitted_;
+  }
+  note("resubmitted " + std::to_string(lost.size()) + " task" + (lost.size() == 1 ? "" : "s") +
+       " lost to the cluster (" + which + ") as job " + job);
+}
+
+void SlurmRun::cancel() {
+  summary_.interrupted = true;
+  for (const std::string& job : summary_.slurm_jobs) {
+    run_captured({"scancel", job}, kCommandTimeout);
+  }
+  for (const Track& tr : tracks_) {
+    if (!finished(tr)) {
+      summary_.teams[tr.index].error =
+          "not graded: the class run was interrupted (its Slurm task was cancelled)";
+    }
+  }
+}
+
+void SlurmRun::fail(Track& tr, const std::string& why) {
+  TeamOutcome& t = summary_.teams[tr.index];
+  tr.phase = Track::Phase::failed;
+  t.graded = false;
+  t.slurm_task = task_id(tr.job, tr.task);
+  t.resubmitted = tr.attempts > 1;
+  t.error = why + "; see " + (slurm_dir_ / "logs" / ("task-" + t.slurm_task + ".log")).string();
+  ++failed_;
+  if (events_.finished) events_.finished(t, done_ + failed_, total_);
+}
+
+void SlurmRun::report_status() {
+  int queued = 0, running = 0;
+  for (const Track& tr : tracks_) {
+    queued += tr.phase == Track::Phase::queued;
+    running += tr.phase == Track::Phase::running;
+  }
+  std::string jobs;
+  for (const std::string& j : summary_.slurm_jobs) {
+    if (!jobs.empty()) jobs += '+';
+    jobs += j;
+  }
+  std::ostringstream line;
+  line << "slurm job " << jobs << ": " << queued << " queued, " << running << " running, " << done_
+       << " done, " << failed_ << " failed of " << total_;
+  if (resubmitted_ > 0) line << " (" << resubmitted_ << " resubmitted)";
+  if (line.str() != last_status_ && events_.status) events_.status(line.str());
+  last_status_ = line.str();
+}
+
+// Sleeps one poll interval in short steps, so that Ctrl-C is answered at once.
+void SlurmRun::sleep_a_poll() const {
+  const auto wake = Clock::now() + std::chrono::duration<double>(slurm_.poll_s);
+  while (Clock::now() < wake && !stop_requested()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+void require_slurm_tools(const GradeAllOptions& options) {
 #ifndef CONVLAB_HAVE_SQLITE
   if (options.db) {
     throw Error(
         "--db needs the results database, and this convlab was built without SQLite: install "
         "libsqlite3-dev and configure again, or grade without --db");
   }
+#else
+  (void)options;
 #endif
   for (const char* tool : {"sbatch", "squeue", "scontrol", "scancel"}) {
     if (!find_program(tool)) {
@@ -292,18 +594,11 @@ ClassSummary grade_all_slurm(const GradeAllOptions& options, const SlurmOptions&
                   "cluster); without Slurm, leave --slurm out");
     }
   }
-  const ClassPlan plan = plan_class(options);
-  check_team_names(plan.folders);
-  const int total = static_cast<int>(plan.folders.size());
-  const std::string script = script_text(options, slurm, plan, total);
+}
 
-  ClassSummary summary;
-  summary.milestone = options.milestone;
-  summary.submissions = plan.submissions;
-  summary.started_at = utc_now();
-  summary.jobs = slurm.max_parallel > 0 ? std::min(slurm.max_parallel, total) : total;
-
-  // A team's old results go before the job starts: an old task.json must not read as new.
+// The teams' folders (old results removed: an old task.json must not read as new), teams.txt
+// and the batch script, written before the job starts.
+void prepare_slurm_files(const ClassPlan& plan, const std::string& script, ClassSummary& summary) {
   const fs::path slurm_dir = plan.out / kSlurmDir;
   std::error_code ec;
   fs::create_directories(slurm_dir / "logs", ec);
@@ -319,248 +614,62 @@ ClassSummary grade_all_slurm(const GradeAllOptions& options, const SlurmOptions&
   const fs::path script_file = slurm_dir / kScriptFile;
   write_atomically(script_file, script);
   fs::permissions(script_file, fs::perms::owner_all | fs::perms::group_read, ec);
-
-  auto note = [&](const std::string& line) {
-    if (events.note) events.note(line);
-  };
-  if (events.begin) events.begin(total, summary.jobs);
-  const auto start = Clock::now();
-  std::vector<Track> tracks;
-  {
-    const std::string job = submit(script_file, "");
-    summary.slurm_jobs.push_back(job);
-    note("submitted Slurm job " + job + ": " + std::to_string(total) + " array task" +
-         (total == 1 ? "" : "s") + ", one per team (script: " + script_file.string() + ")");
-    for (std::size_t i = 0; i < summary.teams.size(); ++i) {
-      Track tr;
-      tr.index = i;
-      tr.job = job;
-      tr.task = static_cast<int>(i);
-      tracks.push_back(tr);
-    }
-  }
-
-  int done = 0, failed = 0, resubmitted = 0, queue_failures = 0;
-  std::string last_status;
-  auto finished = [&](const Track& tr) {
-    return tr.phase == Track::Phase::done || tr.phase == Track::Phase::failed;
-  };
-  auto report_status = [&] {
-    int queued = 0, running = 0;
-    for (const Track& tr : tracks) {
-      queued += tr.phase == Track::Phase::queued;
-      running += tr.phase == Track::Phase::running;
-    }
-    std::string jobs;
-    for (const std::string& j : summary.slurm_jobs) {
-      if (!jobs.empty()) jobs += '+';
-      jobs += j;
-    }
-    std::ostringstream line;
-    line << "slurm job " << jobs << ": " << queued << " queued, " << running << " running, " << done
-         << " done, " << failed << " failed of " << total;
-    if (resubmitted > 0) line << " (" << resubmitted << " resubmitted)";
-    if (line.str() != last_status && events.status) events.status(line.str());
-    last_status = line.str();
-  };
-  auto fail = [&](Track& tr, const std::string& why) {
-    TeamOutcome& t = summary.teams[tr.index];
-    tr.phase = Track::Phase::failed;
-    t.graded = false;
-    t.slurm_task = task_id(tr.job, tr.task);
-    t.resubmitted = tr.attempts > 1;
-    t.error = why + "; see " + (slurm_dir / "logs" / ("task-" + t.slurm_task + ".log")).string();
-    ++failed;
-    if (events.finished) events.finished(t, done + failed, total);
-  };
-
-  while (true) {
-    if (stop_requested()) {
-      summary.interrupted = true;
-      for (const std::string& job : summary.slurm_jobs) {
-        run_captured({"scancel", job}, kCommandTimeout);
-      }
-      for (Track& tr : tracks) {
-        if (!finished(tr)) {
-          summary.teams[tr.index].error =
-              "not graded: the class run was interrupted (its Slurm task was cancelled)";
-        }
-      }
-      break;
-    }
-    std::set<std::string> live_jobs;
-    for (const Track& tr : tracks) {
-      if (!finished(tr)) live_jobs.insert(tr.job);
-    }
-    if (live_jobs.empty()) break;
-
-    // What is still queued or running.
-    std::string ids;
-    for (const std::string& j : live_jobs) {
-      if (!ids.empty()) ids += ',';
-      ids += j;
-    }
-    const CommandOutput sq =
-        run_captured({"squeue", "-h", "-r", "-j", ids, "-o", "%F %K %T"}, kCommandTimeout);
-    if (!sq.ok() && sq.output.find("Invalid job id") == std::string::npos) {
-      if (++queue_failures >= kMaxQueueFailures) {
-        throw Error("cannot read the Slurm queue (squeue: " + trim(sq.output) +
-                    "); the tasks of job " + summary.slurm_jobs.front() +
-                    " may still run: when they end, load their reports with `convlab ingest " +
-                    plan.out.string() + " --db FILE`");
-      }
-      std::this_thread::sleep_for(std::chrono::duration<double>(slurm.poll_s));
-      continue;
-    }
-    queue_failures = 0;
-    std::map<std::string, std::string> active;  // "JOB_TASK" -> state
-    if (sq.ok()) {
-      for (const SlurmTaskState& s : parse_squeue(sq.output)) {
-        active[task_id(s.job, s.task)] = s.state;
-      }
-    }
-
-    // The tasks that left the queue: their result, or how Slurm says they ended.
-    std::map<std::string, SlurmTaskState> ended;
-    std::set<std::string> unreadable;  // jobs scontrol could not show this time
-    bool asked_scontrol = false;
-    std::vector<Track*> lost;
-    for (Track& tr : tracks) {
-      if (finished(tr)) continue;
-      const std::string id = task_id(tr.job, tr.task);
-      if (auto a = active.find(id); a != active.end()) {
-        tr.phase = a->second == "PENDING" ? Track::Phase::queued : Track::Phase::running;
-        continue;
-      }
-      TeamOutcome& t = summary.teams[tr.index];
-      if (std::optional<TeamOutcome> row = read_task_file(t.out)) {
-        // How the grade ended, from the task; the figures, from the report it validates.
-        t.graded = row->graded;
-        t.error = row->error;
-        t.exit_code = row->exit_code;
-        t.wall_s = row->wall_s;
-        t.gpu = row->gpu;
-        t.slurm_task = id;
-        t.resubmitted = tr.attempts > 1;
-        const bool report = read_team_report(t);  // sets error when there is none
-        if (t.graded && !report) {
-          t.graded = false;
-          t.error =
-              "the task said graded, but " + t.error + "; see " + (t.out / "grade.log").string();
-        } else {
-          t.error = row->error;
-        }
-        tr.phase = Track::Phase::done;
-        ++done;
-        if (events.finished) events.finished(t, done + failed, total);
-        continue;
-      }
-      if (!asked_scontrol) {
-        asked_scontrol = true;
-        for (const std::string& job : live_jobs) {
-          const CommandOutput sc =
-              run_captured({"scontrol", "-o", "show", "job", job}, kCommandTimeout);
-          // "Invalid job id": the controller forgot the job; other failures: ask again later
-          // rather than take a running task for a lost one.
-          if (!sc.ok() && sc.output.find("Invalid job id") == std::string::npos) {
-            unreadable.insert(job);
-          }
-          for (const SlurmTaskState& s : parse_scontrol(sc.output)) {
-            ended[task_id(s.job, s.task)] = s;
-          }
-        }
-      }
-      if (unreadable.contains(tr.job)) continue;
-      const auto e = ended.find(id);
-      const std::string state = e != ended.end() ? e->second.state : "";
-      if (state == "PENDING" || state == "RUNNING" || state == "CONFIGURING" ||
-          state == "COMPLETING" || state == "SUSPENDED" || state == "REQUEUED" ||
-          state == "RESIZING" || state == "SIGNALING" || state == "STAGE_OUT") {
-        continue;  // between two looks: the next one tells
-      }
-      const std::string exit_code = e != ended.end() ? e->second.exit_code : "";
-      if (state == "COMPLETED") {
-        // The task wrote task.json before it exited 0: wait for the file system to show it.
-        if (!tr.completed_at) tr.completed_at = Clock::now();
-        if (seconds_since(*tr.completed_at) < slurm.result_grace_s) continue;
-        fail(tr, "Slurm task " + id + " completed, but its " + std::string(kTaskFile) +
-                     " never appeared in " + t.out.string() +
-                     " (is --out on a file system every node shares?)");
-        continue;
-      }
-      // Unknown: the controller no longer knows the task (purged): lost as well.
-      const bool cluster = state.empty() || is_cluster_failure(state);
-      if (cluster && tr.attempts == 1) {
-        lost.push_back(&tr);
-        continue;
-      }
-      fail(tr, "Slurm task " + id + " ended " + (state.empty() ? "out of sight" : state) +
-                   (exit_code.empty() ? "" : " (exit " + exit_code + ")") +
-                   (cluster ? " for the second time" : "") + " without a result");
-    }
-
-    if (!lost.empty()) {
-      std::string array, which;
-      for (const Track* tr : lost) {
-        if (!array.empty()) array += ',';
-        array += std::to_string(tr->task);
-        const auto e = ended.find(task_id(tr->job, tr->task));
-        if (!which.empty()) which += ", ";
-        which += task_id(tr->job, tr->task);
-        which += ' ';
-        which += e != ended.end() ? e->second.state : "lost";
-      }
-      if (slurm.max_parallel > 0) array += "%" + std::to_string(slurm.max_parallel);
-      const std::string job = submit(script_file, array);
-      summary.slurm_jobs.push_back(job);
-      for (Track* tr : lost) {
-        // The lost task's partial results go; the new task starts clean.
-        fs::remove_all(summary.teams[tr->index].out, ec);
-        fs::create_directories(summary.teams[tr->index].out, ec);
-        tr->job = job;
-        tr->attempts = 2;
-        tr->phase = Track::Phase::queued;
-        tr->completed_at.reset();
-        ++resubmitted;
-      }
-      note("resubmitted " + std::to_string(lost.size()) + " task" + (lost.size() == 1 ? "" : "s") +
-           " lost to the cluster (" + which + ") as job " + job);
-    }
-    report_status();
-    if (events.tick) events.tick();
-    if (std::all_of(tracks.begin(), tracks.end(), finished)) break;
-    // Sleep in short steps, so that Ctrl-C is answered at once.
-    const auto wake = Clock::now() + std::chrono::duration<double>(slurm.poll_s);
-    while (Clock::now() < wake && !stop_requested()) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-  }
-  report_status();
+}
 
 #ifdef CONVLAB_HAVE_SQLITE
-  // The one writer: every report the tasks wrote goes into the database now.
-  if (options.db) {
-    std::vector<std::string> with_report;
-    for (const TeamOutcome& t : summary.teams) {
-      if (fs::exists(fs::symlink_status(t.out / "report.json", ec))) with_report.push_back(t.team);
-    }
-    if (!with_report.empty()) {
-      const IngestSummary in = ingest_reports(plan.out, *options.db, with_report);
-      for (const IngestedFolder& f : in.folders) {
-        if (f.outcome != IngestOutcome::rejected) continue;
-        for (TeamOutcome& t : summary.teams) {
-          if (t.team == f.team && t.graded) {
-            t.graded = false;
-            t.error = "its report was not ingested: " + f.reason;
-          }
-        }
+// The one writer: every report the tasks wrote goes into the database now.
+void ingest_class(const fs::path& out, const fs::path& db, ClassSummary& summary,
+                  const GradeAllEvents& events) {
+  std::error_code ec;
+  std::vector<std::string> with_report;
+  for (const TeamOutcome& t : summary.teams) {
+    if (fs::exists(fs::symlink_status(t.out / "report.json", ec))) with_report.push_back(t.team);
+  }
+  if (with_report.empty()) return;
+  const IngestSummary in = ingest_reports(out, db, with_report);
+  for (const IngestedFolder& f : in.folders) {
+    if (f.outcome != IngestOutcome::rejected) continue;
+    for (TeamOutcome& t : summary.teams) {
+      if (t.team == f.team && t.graded) {
+        t.graded = false;
+        t.error = "its report was not ingested: " + f.reason;
       }
-      note("ingested into " + options.db->string() + ": " +
-           std::to_string(in.count(IngestOutcome::added)) + " added, " +
-           std::to_string(in.count(IngestOutcome::already)) + " already there, " +
-           std::to_string(in.count(IngestOutcome::rejected)) + " rejected");
     }
   }
+  if (events.note) {
+    events.note("ingested into " + db.string() + ": " +
+                std::to_string(in.count(IngestOutcome::added)) + " added, " +
+                std::to_string(in.count(IngestOutcome::already)) + " already there, " +
+                std::to_string(in.count(IngestOutcome::rejected)) + " rejected");
+  }
+}
+#endif
+
+}  // namespace
+
+ClassSummary grade_all_slurm(const GradeAllOptions& options, const SlurmOptions& slurm,
+                             const GradeAllEvents& events) {
+  clear_stop();
+  require_slurm_tools(options);
+  const ClassPlan plan = plan_class(options);
+  check_team_names(plan.folders);
+  const int total = static_cast<int>(plan.folders.size());
+  const std::string script = script_text(options, slurm, plan, total);
+
+  ClassSummary summary;
+  summary.milestone = options.milestone;
+  summary.submissions = plan.submissions;
+  summary.started_at = utc_now();
+  summary.jobs = slurm.max_parallel > 0 ? std::min(slurm.max_parallel, total) : total;
+  prepare_slurm_files(plan, script, summary);
+
+  if (events.begin) events.begin(total, summary.jobs);
+  const auto start = Clock::now();
+  SlurmRun run(slurm, events, plan.out, summary);
+  run.submit_all();
+  run.follow();
+#ifdef CONVLAB_HAVE_SQLITE
+  if (options.db) ingest_class(plan.out, *options.db, summary, events);
 #endif
   summary.duration_s = seconds_since(start);
   write_summary(summary, plan.kept, plan.out);

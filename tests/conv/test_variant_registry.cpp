@@ -37,12 +37,6 @@ json checks_of(const std::string& milestone) {
   return json::parse(read_text(test::source_dir() / "milestones" / milestone / "checks.json"));
 }
 
-std::vector<std::string> strings(const json& list) {
-  std::vector<std::string> out;
-  for (const json& s : list) out.push_back(s.get<std::string>());
-  return out;
-}
-
 }  // namespace
 
 TEST_CASE("every declared variant's files, milestone and handout section exist") {
@@ -67,7 +61,9 @@ TEST_CASE("every declared variant's files, milestone and handout section exist")
     REQUIRE(std::regex_match(text, m, handout));
     const std::string readme = read_text(root / m[1].str());
     CHECK(!readme.empty());
-    const std::regex heading("(^|\n)#+ " + std::regex_replace(m[2].str(), std::regex(R"([.^$|()\[\]{}*+?\\])"), R"(\$&)") + "\n");
+    const std::regex heading(
+        "(^|\n)#+ " +
+        std::regex_replace(m[2].str(), std::regex(R"([.^$|()\[\]{}*+?\\])"), R"(\$&)") + "\n");
     CHECK_MESSAGE(std::regex_search(readme, heading), "no heading '" << m[2] << "' in " << m[1]);
   }
 }
