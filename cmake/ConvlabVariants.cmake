@@ -42,7 +42,8 @@ foreach(_line IN LISTS _lines)
                         "header describes (one line; id, milestone, cpu|gpu, four quoted "
                         "strings, fp32|tf32|fp16, none|cublas, fused|unfused):\n  ${_line}")
   endif()
-  if(_id IN_LIST CONVLAB_VARIANTS)
+  list(FIND CONVLAB_VARIANTS "${_id}" _seen)  # not IN_LIST: cmake -P scripts run old policies
+  if(NOT _seen EQUAL -1)
     message(FATAL_ERROR "${CONVLAB_VARIANTS_FILE}: variant ${_id} is declared twice")
   endif()
   list(APPEND CONVLAB_VARIANTS "${_id}")

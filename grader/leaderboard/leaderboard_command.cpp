@@ -130,8 +130,8 @@ void add_leaderboard_command(CLI::App& app, int& exit_code) {
       "HTML pages");
   cmd->add_option("--db", opt->db, "the results database that convlab grade --db wrote")
       ->required();
-  // An unknown milestone is named, with the choices, when its rule is loaded.
   cmd->add_option("--milestone", opt->milestone, "the milestone to rank (a graded one)")
+      ->check(CLI::IsMember(graded_milestone_ids()))
       ->capture_default_str();
   cmd->add_option("--json", opt->json, "also write the board as JSON to this file");
   cmd->add_option("--html", opt->html, "also write the board as one self-contained HTML page");

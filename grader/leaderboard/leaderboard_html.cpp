@@ -164,11 +164,10 @@ void axis_ticks(std::ostringstream& o, const Axis& ax, double y_top, double y_ax
 }
 
 // -- The distribution of team times: a dot per team on a ms axis, the median and bands. ---
-std::string distribution_svg(const Leaderboard& b) {
-  const double W = 1100, left = 36, right = 36, top = 64, r = 10;
-  const double med = b.median_s * 1e3, sd = b.stddev_s * 1e3;
-  const bool threshold = b.rule.rule == "threshold";
 
+// The ms axis: every team, the +-2 sigma bands and the threshold rule's lines fit on it.
+Axis distribution_axis(const Leaderboard& b, double x0, double x1) {
+  const double med = b.median_s * 1e3, sd = b.stddev_s * 1e3;
   double lo = 1e300, hi = 0;
   for (const LeaderboardRow& row : b.rows) {
     lo = std::min(lo, row.best.op_time_s * 1e3);
@@ -176,11 +175,13 @@ std::string distribution_svg(const Leaderboard& b) {
   }
   hi = std::max(hi, med + 2 * sd);
   if (med - 2 * sd > 0) lo = std::min(lo, med - 2 * sd);
-  if (threshold)
-    lo = std::min(lo, std::max(b.rule.full_ms, 1e-3)), hi = std::max(hi, b.rule.zero_ms);
+  if (b.rule.rule == "threshold") {
+    lo = std::min(lo, std::max(b.rule.full_ms, 1e-3));
+    hi = std::max(hi, b.rule.zero_ms);
+  }
   Axis ax;
-  ax.x0 = left;
-  ax.x1 = W - right;
+  ax.x0 = x0;
+  ax.x1 = x1;
   ax.log = wants_log(lo, hi);
   if (ax.log) {
     ax.lo = nice_125(lo * 0.9, true);
@@ -191,12 +192,14 @@ std::string distribution_svg(const Leaderboard& b) {
     ax.lo = lo - pad < 0.25 * hi ? 0.0 : lo - pad;
     ax.hi = hi + pad;
   }
+  return ax;
+}
 
-  // Beeswarm: each dot takes the lane nearest the centre line where it does not overlap.
-  const double gap = 2 * r + 2;
+// Beeswarm: each dot takes the lane nearest the centre line where it does not overlap (dots
+// `gap` apart); the lane of each row, in row order.
+std::vector<int> beeswarm_lanes(const Leaderboard& b, const Axis& ax, double gap) {
   std::map<int, double> lane_end;
   std::vector<int> lane_of;
-  int max_lane = 0;
   for (const LeaderboardRow& row : b.rows) {
     const double x = ax(row.best.op_time_s * 1e3);
     int chosen = 0;
@@ -214,10 +217,101 @@ std::string distribution_svg(const Leaderboard& b) {
     }
     lane_end[chosen] = x;
     lane_of.push_back(chosen);
-    max_lane = std::max(max_lane, std::abs(chosen));
   }
+  return lane_of;
+}
+
+// The plot's vertical extent, shared by its parts.
+struct DistributionFrame {
+  double top, plot_h, y_axis;
+};
+
+// Band edges and their labels above the plot (the median first so it always shows), with the
+// points each edge earns under the standard-deviation rule.
+void distribution_marks(std::ostringstream& o, const Leaderboard& b, const Axis& ax,
+                        const DistributionFrame& f) {
+  const double med = b.median_s * 1e3, sd = b.stddev_s * 1e3;
+  struct Mark {
+    int k;
+    double x;
+  };
+  std::vector<Mark> marks{{0, ax(med)}};
+  if (sd > 0) {
+    for (int k : {-1, 1, -2, 2}) {
+      const double v = med + k * sd;
+      if (v >= ax.lo && v <= ax.hi) marks.push_back({k, ax(v)});
+    }
+  }
+  std::vector<double> used;
+  for (const Mark& m : marks) {
+    if (m.k != 0) {
+      o << "<line class=\"edge\" x1=\"" << px(m.x) << "\" x2=\"" << px(m.x) << "\" y1=\""
+        << px(f.top) << "\" y2=\"" << px(f.y_axis) << "\"/>";
+    }
+    if (std::any_of(used.begin(), used.end(), [&](double u) { return std::fabs(u - m.x) < 64; })) {
+      continue;
+    }
+    used.push_back(m.x);
+    const std::string name =
+        m.k == 0 ? "median " + fixed(med, 3) + " ms"
+                 : (m.k < 0 ? "\u2212" : "+") + std::to_string(std::abs(m.k)) + "\u03c3";
+    o << "<text class=\"mark" << (m.k == 0 ? " med" : "") << "\" x=\"" << px(m.x) << "\" y=\""
+      << px(f.top - 26) << "\" text-anchor=\"middle\">" << name << "</text>";
+    if (b.rule.rule != "threshold") {
+      const double pts = ranking_points(b.rule, m.k, 0.0);
+      o << "<text class=\"pts\" x=\"" << px(m.x) << "\" y=\"" << px(f.top - 10)
+        << "\" text-anchor=\"middle\">" << fixed(pts, 2) << " pts</text>";
+    }
+  }
+}
+
+// The threshold rule's full-credit and no-credit lines.
+void threshold_lines(std::ostringstream& o, const Leaderboard& b, const Axis& ax,
+                     const DistributionFrame& f) {
+  const struct {
+    double v;
+    const char* cls;
+    std::string text;
+    const char* anchor;
+  } lines[] = {
+      {b.rule.full_ms, "full", "full credit \u2264 " + tick_label(b.rule.full_ms) + " ms", "start"},
+      {b.rule.zero_ms, "zero", "no credit \u2265 " + tick_label(b.rule.zero_ms) + " ms", "end"}};
+  for (const auto& l : lines) {
+    if (l.v < ax.lo || l.v > ax.hi) continue;
+    const double x = ax(l.v);
+    o << "<line class=\"thr " << l.cls << "\" x1=\"" << px(x) << "\" x2=\"" << px(x) << "\" y1=\""
+      << px(f.top) << "\" y2=\"" << px(f.y_axis) << "\"/><text class=\"thr-label " << l.cls
+      << "\" x=\"" << px(x + (l.anchor[0] == 's' ? 6 : -6)) << "\" y=\"" << px(f.top + 14)
+      << "\" text-anchor=\"" << l.anchor << "\">" << esc(l.text) << "</text>";
+  }
+}
+
+// One dot per team, numbered by rank; slowest drawn first so the fastest teams' dots sit on
+// top where they touch.
+void team_dots(std::ostringstream& o, const Leaderboard& b, const Axis& ax,
+               const std::vector<int>& lane_of, double mid, double gap, double r) {
+  for (std::size_t i = b.rows.size(); i-- > 0;) {
+    const LeaderboardRow& row = b.rows[i];
+    const double x = ax(row.best.op_time_s * 1e3), y = mid + lane_of[i] * gap;
+    o << "<g class=\"dot" << (row.best.flagged ? " flagged" : "") << "\"><title>#" << row.rank
+      << ' ' << esc(row.team) << ": " << board::ms(row.best.op_time_s) << " ms, "
+      << signed_html(row.stddevs_from_median, 2) << "\u03c3, " << fixed(row.points, 2) << " points"
+      << (row.best.flagged ? " (flagged)" : "") << "</title><circle cx=\"" << px(x) << "\" cy=\""
+      << px(y) << "\" r=\"" << px(r) << "\"/><text x=\"" << px(x) << "\" y=\"" << px(y + 3.6)
+      << "\" text-anchor=\"middle\">" << row.rank << "</text></g>";
+  }
+}
+
+std::string distribution_svg(const Leaderboard& b) {
+  const double W = 1100, left = 36, right = 36, top = 64, r = 10, gap = 2 * r + 2;
+  const double med = b.median_s * 1e3, sd = b.stddev_s * 1e3;
+  const Axis ax = distribution_axis(b, left, W - right);
+  const std::vector<int> lane_of = beeswarm_lanes(b, ax, gap);
+  int max_lane = 0;
+  for (int lane : lane_of) max_lane = std::max(max_lane, std::abs(lane));
   const double plot_h = std::max(120.0, (2 * max_lane + 1) * gap + 36);
-  const double y_axis = top + plot_h, mid = top + plot_h / 2, H = y_axis + 58;
+  const DistributionFrame f{top, plot_h, top + plot_h};
+  const double mid = top + plot_h / 2, H = f.y_axis + 58;
 
   std::ostringstream o;
   o << "<svg viewBox=\"0 0 " << px(W) << ' ' << px(H)
@@ -233,74 +327,14 @@ std::string distribution_svg(const Leaderboard& b) {
         << px(std::max(0.0, z - a)) << "\" height=\"" << px(plot_h) << "\"/>";
     }
   }
-  axis_ticks(o, ax, top, y_axis, true, y_axis + 20);
-  // Band edges and their labels above the plot, the median first so it always shows.
-  struct Mark {
-    int k;
-    double x;
-  };
-  std::vector<Mark> marks{{0, ax(med)}};
-  if (sd > 0) {
-    for (int k : {-1, 1, -2, 2}) {
-      const double v = med + k * sd;
-      if (v >= ax.lo && v <= ax.hi) marks.push_back({k, ax(v)});
-    }
-  }
-  std::vector<double> used;
-  for (const Mark& m : marks) {
-    if (m.k != 0) {
-      o << "<line class=\"edge\" x1=\"" << px(m.x) << "\" x2=\"" << px(m.x) << "\" y1=\"" << px(top)
-        << "\" y2=\"" << px(y_axis) << "\"/>";
-    }
-    if (std::any_of(used.begin(), used.end(), [&](double u) { return std::fabs(u - m.x) < 64; })) {
-      continue;
-    }
-    used.push_back(m.x);
-    const std::string name =
-        m.k == 0 ? "median " + fixed(med, 3) + " ms"
-                 : (m.k < 0 ? "\u2212" : "+") + std::to_string(std::abs(m.k)) + "\u03c3";
-    o << "<text class=\"mark" << (m.k == 0 ? " med" : "") << "\" x=\"" << px(m.x) << "\" y=\""
-      << px(top - 26) << "\" text-anchor=\"middle\">" << name << "</text>";
-    if (!threshold) {
-      const double pts = ranking_points(b.rule, m.k, 0.0);
-      o << "<text class=\"pts\" x=\"" << px(m.x) << "\" y=\"" << px(top - 10)
-        << "\" text-anchor=\"middle\">" << fixed(pts, 2) << " pts</text>";
-    }
-  }
-  if (threshold) {
-    const struct {
-      double v;
-      const char* cls;
-      std::string text;
-      const char* anchor;
-    } lines[] = {
-        {b.rule.full_ms, "full", "full credit \u2264 " + tick_label(b.rule.full_ms) + " ms",
-         "start"},
-        {b.rule.zero_ms, "zero", "no credit \u2265 " + tick_label(b.rule.zero_ms) + " ms", "end"}};
-    for (const auto& l : lines) {
-      if (l.v < ax.lo || l.v > ax.hi) continue;
-      const double x = ax(l.v);
-      o << "<line class=\"thr " << l.cls << "\" x1=\"" << px(x) << "\" x2=\"" << px(x) << "\" y1=\""
-        << px(top) << "\" y2=\"" << px(y_axis) << "\"/><text class=\"thr-label " << l.cls
-        << "\" x=\"" << px(x + (l.anchor[0] == 's' ? 6 : -6)) << "\" y=\"" << px(top + 14)
-        << "\" text-anchor=\"" << l.anchor << "\">" << esc(l.text) << "</text>";
-    }
-  }
+  axis_ticks(o, ax, top, f.y_axis, true, f.y_axis + 20);
+  distribution_marks(o, b, ax, f);
+  if (b.rule.rule == "threshold") threshold_lines(o, b, ax, f);
   o << "<line class=\"med-line\" x1=\"" << px(ax(med)) << "\" x2=\"" << px(ax(med)) << "\" y1=\""
-    << px(top - 4) << "\" y2=\"" << px(y_axis) << "\"/>";
+    << px(top - 4) << "\" y2=\"" << px(f.y_axis) << "\"/>";
   o << "<line class=\"axis\" x1=\"" << px(ax.x0) << "\" x2=\"" << px(ax.x1) << "\" y1=\""
-    << px(y_axis) << "\" y2=\"" << px(y_axis) << "\"/>";
-  // Slowest drawn first so the fastest teams' dots sit on top where they touch.
-  for (std::size_t i = b.rows.size(); i-- > 0;) {
-    const LeaderboardRow& row = b.rows[i];
-    const double x = ax(row.best.op_time_s * 1e3), y = mid + lane_of[i] * gap;
-    o << "<g class=\"dot" << (row.best.flagged ? " flagged" : "") << "\"><title>#" << row.rank
-      << ' ' << esc(row.team) << ": " << board::ms(row.best.op_time_s) << " ms, "
-      << signed_html(row.stddevs_from_median, 2) << "\u03c3, " << fixed(row.points, 2) << " points"
-      << (row.best.flagged ? " (flagged)" : "") << "</title><circle cx=\"" << px(x) << "\" cy=\""
-      << px(y) << "\" r=\"" << px(r) << "\"/><text x=\"" << px(x) << "\" y=\"" << px(y + 3.6)
-      << "\" text-anchor=\"middle\">" << row.rank << "</text></g>";
-  }
+    << px(f.y_axis) << "\" y2=\"" << px(f.y_axis) << "\"/>";
+  team_dots(o, b, ax, lane_of, mid, gap, r);
   o << "<text class=\"axis-title\" x=\"" << px((ax.x0 + ax.x1) / 2) << "\" y=\"" << px(H - 8)
     << "\" text-anchor=\"middle\">Best correct Op Time per team (ms"
     << (ax.log ? ", log scale" : "") << "); left is faster</text></svg>";
@@ -489,8 +523,8 @@ footer p{margin:4px 0}
 
 }  // namespace
 
-std::string leaderboard_html(const Leaderboard& b) {
-  std::ostringstream o;
+// The page's head and header: title, team count, GPU and the latest run.
+void page_header(std::ostringstream& o, const Leaderboard& b) {
   const std::string title = "convlab leaderboard \u2014 milestone " + b.milestone;
   o << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
     << "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
@@ -503,11 +537,7 @@ std::string leaderboard_html(const Leaderboard& b) {
   if (b.anonymized) o << "<span class=\"badge\">anonymised</span>";
   o << "</h1>\n";
 
-  if (b.rows.empty()) {
-    o << "</header>\n<section><p class=\"empty\">No team has a correct timed run on milestone "
-      << esc(b.milestone) << " yet.</p></section>\n</main>\n</body>\n</html>\n";
-    return o.str();
-  }
+  if (b.rows.empty()) return;
 
   std::string latest;
   for (const LeaderboardRow& r : b.rows) latest = std::max(latest, r.best.graded_at);
@@ -517,8 +547,15 @@ std::string leaderboard_html(const Leaderboard& b) {
   if (!gpu.empty()) o << " on " << esc(gpu);
   if (!latest.empty()) o << " \u00b7 latest graded run " << esc(latest);
   o << "</p>\n</header>\n";
+}
 
-  // Summary cards.
+// The library the milestone is timed beside: the CPU library convolution or cuDNN.
+std::string library_name(const Leaderboard& b) {
+  return b.rule.cpu ? "CPU library conv" : "cuDNN";
+}
+
+// Summary cards: teams, fastest, median, spread, the library's median time.
+void summary_cards(std::ostringstream& o, const Leaderboard& b) {
   std::vector<double> refs;
   for (const LeaderboardRow& r : b.rows) {
     if (r.best.reference_time_s) refs.push_back(*r.best.reference_time_s);
@@ -536,8 +573,7 @@ std::string leaderboard_html(const Leaderboard& b) {
   card("Fastest", board::ms(fastest.best.op_time_s), "ms", esc(fastest.team));
   card("Median", board::ms(b.median_s), "ms", "of the teams' best times");
   card("Std deviation", board::ms(b.stddev_s), "ms", "population, over the teams");
-  // m2 is timed beside the CPU library convolution, the GPU milestones beside cuDNN.
-  const std::string lib = b.rule.cpu ? "CPU library conv" : "cuDNN";
+  const std::string lib = library_name(b);
   if (!refs.empty()) {
     const double ref_median = refs.size() % 2 == 1
                                   ? refs[refs.size() / 2]
@@ -547,8 +583,12 @@ std::string leaderboard_html(const Leaderboard& b) {
     card(lib, "\u2014", "", "not timed in these runs");
   }
   o << "</div>\n";
+}
 
-  // The ranked table.
+// The ranked table.
+void ranking_table(std::ostringstream& o, const Leaderboard& b) {
+  const std::string lib = library_name(b);
+  const std::string gpu = board::common_gpu(b);
   bool mixed_gpus = gpu.empty();
   bool all_gpu_empty = std::all_of(b.rows.begin(), b.rows.end(),
                                    [](const LeaderboardRow& r) { return r.best.gpu_name.empty(); });
@@ -592,8 +632,10 @@ std::string leaderboard_html(const Leaderboard& b) {
     o << "</td></tr>\n";
   }
   o << "</tbody>\n</table>\n</section>\n";
+}
 
-  // The distribution.
+// The distribution of team times, with its legend.
+void distribution_section(std::ostringstream& o, const Leaderboard& b) {
   o << "<section aria-labelledby=\"dist-h\">\n<h2 id=\"dist-h\">Distribution of team times</h2>\n"
     << "<p class=\"note\">Each dot is a team, numbered by rank, at its best correct Op Time. "
     << "Hover a dot for its team.</p>\n<ul class=\"legend\">"
@@ -606,8 +648,10 @@ std::string leaderboard_html(const Leaderboard& b) {
     o << "<li><span class=\"sw dot f\"></span>flagged team</li>";
   }
   o << "</ul>\n" << distribution_svg(b) << "\n</section>\n";
+}
 
-  // The variants.
+// Each team's variants, where the runs timed more than the ranked one.
+void variants_section(std::ostringstream& o, const Leaderboard& b) {
   std::vector<std::string> variants;
   for (const LeaderboardRow& r : b.rows) {
     for (const auto& [name, t] : r.best.variants) {
@@ -630,7 +674,20 @@ std::string leaderboard_html(const Leaderboard& b) {
     o << "<li><span class=\"sw tick\"></span>cuDNN, same run</li></ul>\n"
       << variants_svg(b, variants, colours) << "\n</section>\n";
   }
+}
 
+std::string leaderboard_html(const Leaderboard& b) {
+  std::ostringstream o;
+  page_header(o, b);
+  if (b.rows.empty()) {
+    o << "</header>\n<section><p class=\"empty\">No team has a correct timed run on milestone "
+      << esc(b.milestone) << " yet.</p></section>\n</main>\n</body>\n</html>\n";
+    return o.str();
+  }
+  summary_cards(o, b);
+  ranking_table(o, b);
+  distribution_section(o, b);
+  variants_section(o, b);
   o << "<footer>\n<p>Each row is the team's fastest correct grading run. Op Time is the "
     << "minimum over that run's timed runs (the original rule: re-run and keep the fastest); "
     << "\u201cmedian of runs\u201d is their median. cuDNN was timed in the same run on the same "

@@ -175,7 +175,13 @@ void parse_core(const Fields& f, Milestone& m) {
     throw Error("milestone: says '" + declared + "', but its folder is '" + m.id + "'");
   }
   m.title = f.str("title");
-  // The files and the --variant values come from the variant declarations (variants.def).
+  // The files and the --variant values come from the variant declarations (variants.def); a
+  // list here would be a second copy that can disagree.
+  for (const char* key : {"team_writes", "variants"}) {
+    if (f.has(key)) {
+      throw Error(std::string(key) + ": comes from reference/conv/variants.def; remove it here");
+    }
+  }
   for (const Variant& v : variants()) {
     if (v.milestone == m.id) m.team_writes.emplace_back(v.student_file);
   }

@@ -88,8 +88,10 @@ TEST_CASE("a bad checks.json names the file and the field") {
   CHECK(bad([](json& j) { j["checks"][2]["images"] = 1.5; }) ==
         prefix + "checks[2].images: expected an integer");
   CHECK(bad([](json& j) { j["checks"][0].erase("model"); }) == prefix + "checks[0].model: missing");
-  CHECK(bad([](json& j) { j["team_writes"][0] = 7; }) ==
-        prefix + "team_writes[0]: expected a string");
+  CHECK(bad([](json& j) { j["team_writes"] = json::array({"student/m2/conv_cpu.cpp"}); }) ==
+        prefix + "team_writes: comes from reference/conv/variants.def; remove it here");
+  CHECK(bad([](json& j) { j["variants"] = json::array(); }) ==
+        prefix + "variants: comes from reference/conv/variants.def; remove it here");
   CHECK(bad([](json& j) { j["milestone"] = "m3"; }) ==
         prefix + "milestone: says 'm3', but its folder is 'm2'");
   CHECK(bad([](json& j) { j["default_device"] = "tpu"; }) ==
