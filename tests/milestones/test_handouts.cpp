@@ -46,12 +46,13 @@ std::vector<std::string> expected_rows(const json& j) {
   };
   for (const json& c : j.at("checks")) {
     if (c.value("points", 0) == 0) continue;
-    row(code(c.at("model").get<std::string>()) + ", N = " +
-            std::to_string(c.at("images").get<int>()) + ": exact count" + ranked,
+    row(code(c.at("model").get<std::string>()) +
+            ", N = " + std::to_string(c.at("images").get<int>()) + ": exact count" + ranked,
         c.at("points"));
   }
   const json& e = g.at("elementwise");
-  row("element-wise on " + std::to_string(e.at("shapes").size()) + " shapes, random inputs" + ranked,
+  row("element-wise on " + std::to_string(e.at("shapes").size()) + " shapes, random inputs" +
+          ranked,
       e.at("points"));
   if (g.contains("memcheck")) {
     row("compute-sanitizer memcheck, " + std::to_string(g.at("memcheck").at("images").get<int>()) +
@@ -60,14 +61,9 @@ std::vector<std::string> expected_rows(const json& j) {
   }
   row("each hidden model: exact count" + ranked, g.at("hidden_model_points"));
   if (g.contains("other_variants")) {
-    std::string others;
-    for (const std::string& v : convlab::variant_ids(j.at("milestone").get<std::string>(), "gpu")) {
-      if (v == j.at("ranked_variant")) continue;
-      if (!others.empty()) others += ", ";
-      others += code(v);
-    }
     const json& pts = g.at("other_variants").at("points_per_check");
-    row("each other variant (" + others + "): " + code(j.at("default_model").get<std::string>()) +
+    row("each other variant (`convlab variants` lists them): " +
+            code(j.at("default_model").get<std::string>()) +
             ", N = " + std::to_string(j.at("default_images").get<int>()) + ": exact count",
         pts);
     row("each other variant: element-wise", pts);
@@ -119,7 +115,8 @@ TEST_CASE("every graded milestone's handout lists checks.json's checks and point
     for (const std::string& r : want) table += r + "\n";
     CAPTURE(id);
     CHECK_MESSAGE(have == want, "milestones/" << id << "/README.md, section \"How it is graded\", "
-                                << "should hold this table:\n" << table);
+                                              << "should hold this table:\n"
+                                              << table);
   }
   CHECK(graded == 3);
 }
