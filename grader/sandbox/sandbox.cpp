@@ -643,6 +643,14 @@ class Fd {
   Fd(const Fd&) = delete;
   Fd& operator=(const Fd&) = delete;
   Fd(Fd&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  Fd& operator=(Fd&& o) noexcept {
+    if (this != &o) {
+      reset();
+      fd_ = o.fd_;
+      o.fd_ = -1;
+    }
+    return *this;
+  }
   int get() const { return fd_; }
   void reset() {
     if (fd_ >= 0) close(fd_);
@@ -1304,8 +1312,11 @@ std::string SandboxResult::describe() const {
   return "unknown outcome";
 }
 
-SandboxResult run_sandboxed(const SandboxSpec& spec) {
-  Fd pass_fd(spec.pass_fd);  // ours now: closed once the run has it, or on any way out
+namespace {
+
+// ---- One run, step by step: run_sandboxed() below calls these in order. --------------------
+
+void check_spec(const SandboxSpec& spec) {
   if (spec.argv.empty()) throw Error("sandbox: nothing to run (empty argv)");
   if (spec.extra_fds.size() + (spec.pass_fd >= 0) > 8) {
     throw Error("sandbox: at most 8 extra fds can be passed");
@@ -1313,31 +1324,39 @@ SandboxResult run_sandboxed(const SandboxSpec& spec) {
   for (const int fd : spec.extra_fds) {
     if (fcntl(fd, F_GETFD) < 0) throw_errno("extra fd " + std::to_string(fd) + " is not open");
   }
-  SandboxResult result;
-  result.limits = spec.limits;
-  const Limits& limits = spec.limits;
+}
 
-  const bool root = geteuid() == 0;
-  const bool drop = root && spec.drop_privileges;
-  UserIds run_as{geteuid(), getegid(), user_name(geteuid())};
-  if (drop) {
-    const auto found = lookup_user(spec.user);
-    if (!found) {
-      throw Error("sandbox: no user '" + spec.user +
-                  "' on this machine; create it or set SandboxSpec::user to an unprivileged one");
-    }
-    run_as = *found;
-    // Each run gets a user id of its own (the named user's group): RLIMIT_NPROC counts per
-    // user, so a fork bomb in one run cannot starve the others running beside it.
-    static std::atomic<std::uint32_t> runs{0};
-    const std::uint32_t slot =
-        (static_cast<std::uint32_t>(getpid()) * 256u + runs.fetch_add(1)) % kRunUidCount;
-    run_as.uid = static_cast<uid_t>(kRunUidBase + slot);
-    if (spec.uid != 0) run_as.uid = static_cast<uid_t>(spec.uid);
+// Who the run's processes are.
+struct RunUser {
+  bool root = false;  // the grader runs as root
+  bool drop = false;  // and drops to `ids` in the run
+  UserIds ids;
+};
+
+RunUser choose_user(const SandboxSpec& spec) {
+  RunUser u;
+  u.root = geteuid() == 0;
+  u.drop = u.root && spec.drop_privileges;
+  u.ids = {geteuid(), getegid(), user_name(geteuid())};
+  if (!u.drop) return u;
+  const auto found = lookup_user(spec.user);
+  if (!found) {
+    throw Error("sandbox: no user '" + spec.user +
+                "' on this machine; create it or set SandboxSpec::user to an unprivileged one");
   }
+  u.ids = *found;
+  // Each run gets a user id of its own (the named user's group): RLIMIT_NPROC counts per
+  // user, so a fork bomb in one run cannot starve the others running beside it.
+  static std::atomic<std::uint32_t> runs{0};
+  const std::uint32_t slot =
+      (static_cast<std::uint32_t>(getpid()) * 256u + runs.fetch_add(1)) % kRunUidCount;
+  u.ids.uid = static_cast<uid_t>(kRunUidBase + slot);
+  if (spec.uid != 0) u.ids.uid = static_cast<uid_t>(spec.uid);
+  return u;
+}
 
-  // The private directory, with the inputs, owned by the run's user.
-  RunFiles files;
+// The private directory, with the inputs, owned by the run's user.
+void make_private_dir(const SandboxSpec& spec, const RunUser& user, RunFiles& files) {
   files.keep = spec.keep_private_dir;
   {
     const fs::path parent =
@@ -1349,7 +1368,6 @@ SandboxResult run_sandboxed(const SandboxSpec& spec) {
     files.private_dir = pattern;
   }
   const fs::path& private_dir = files.private_dir;
-  result.private_dir = private_dir;
   if (chmod(private_dir.c_str(), 0700) != 0) throw_errno("cannot chmod " + private_dir.string());
   for (const auto& [source, name] : spec.inputs) {
     const fs::path target = private_dir / name;
@@ -1362,16 +1380,29 @@ SandboxResult run_sandboxed(const SandboxSpec& spec) {
                   " into the private directory: " + ec.message());
     }
   }
-  if (drop) chown_tree(private_dir, run_as.uid, run_as.gid);
+  if (user.drop) chown_tree(private_dir, user.ids.uid, user.ids.gid);
   files.lock = TempDirLock(private_dir);  // root's file: the sweeper leaves a live run alone
+}
 
-  // argv, envp, paths: every string the children use, built now.
-  std::vector<std::string> argv_strings = spec.argv;
-  if (!fs::path(argv_strings[0]).is_absolute()) {
-    argv_strings[0] = (private_dir / argv_strings[0]).string();
+// Every string the children use, built before the fork: they only read them. Filled in place
+// (ChildPlan points into it), never moved.
+struct RunStrings {
+  std::vector<std::string> argv_strings, env_strings;
+  std::vector<char*> argv, envp;
+  std::string exec_path, workdir;
+  std::vector<std::string> hide_dirs, hide_files, writable, input_names;
+  std::string uid_map, gid_map, shm_options, tmp_options, shmall;
+  ViewPlan view;
+};
+
+// argv and envp: the command (relative to the private directory) and its environment.
+void build_command(const SandboxSpec& spec, const fs::path& private_dir, RunStrings& s) {
+  s.argv_strings = spec.argv;
+  if (!fs::path(s.argv_strings[0]).is_absolute()) {
+    s.argv_strings[0] = (private_dir / s.argv_strings[0]).string();
   }
-  const std::string exec_path = argv_strings[0];
-  std::vector<char*> argv = c_strings(argv_strings);
+  s.exec_path = s.argv_strings[0];
+  s.argv = c_strings(s.argv_strings);
 
   std::map<std::string, std::string> env = spec.env;
   env.emplace("HOME", private_dir.string());
@@ -1388,144 +1419,208 @@ SandboxResult run_sandboxed(const SandboxSpec& spec) {
   if (spec.pass_fd >= 0) {
     env[kPassFdEnv] = std::to_string(kFirstExtraFd + static_cast<int>(spec.extra_fds.size()));
   }
-  std::vector<std::string> env_strings;
   for (const auto& [key, value] : env) {
     if (key.empty() || key.find('=') != std::string::npos) {
       throw Error("sandbox: bad environment variable name '" + key + "'");
     }
-    env_strings.push_back(key + "=" + value);
+    s.env_strings.push_back(key + "=" + value);
   }
-  std::vector<char*> envp = c_strings(env_strings);
+  s.envp = c_strings(s.env_strings);
+  s.workdir = spec.workdir.empty() ? private_dir.string() : spec.workdir.string();
+}
 
-  const std::string workdir = spec.workdir.empty() ? private_dir.string() : spec.workdir.string();
-
-  std::vector<std::string> hide_dirs, hide_files, writable;
+// What the run sees: hidden and writable paths, the tmpfs options, the inputs' names and the
+// allow-list view, every path made now; the supervisor only mounts.
+void build_mounts(const SandboxSpec& spec, const fs::path& private_dir, const RunUser& user,
+                  RunStrings& s) {
+  const Limits& limits = spec.limits;
   for (const fs::path& path : spec.hide_paths) {
     std::error_code ec;
     const fs::path real = fs::canonical(path, ec);
     if (ec) continue;  // nothing there to hide
-    (fs::is_directory(real, ec) ? hide_dirs : hide_files).push_back(real.string());
+    (fs::is_directory(real, ec) ? s.hide_dirs : s.hide_files).push_back(real.string());
   }
-  writable.push_back(private_dir.string());
-  {
-    std::vector<fs::path> more = spec.writable_paths;
-    if (!spec.workdir.empty()) more.push_back(spec.workdir);
-    for (const fs::path& path : more) {
-      std::error_code ec;
-      const fs::path real = fs::canonical(path, ec);
-      if (!ec) writable.push_back(real.string());
-    }
+  s.writable.push_back(private_dir.string());
+  std::vector<fs::path> more = spec.writable_paths;
+  if (!spec.workdir.empty()) more.push_back(spec.workdir);
+  for (const fs::path& path : more) {
+    std::error_code ec;
+    const fs::path real = fs::canonical(path, ec);
+    if (!ec) s.writable.push_back(real.string());
   }
-  const std::string uid_map = std::to_string(geteuid()) + " " + std::to_string(geteuid()) + " 1\n";
-  const std::string gid_map = std::to_string(getegid()) + " " + std::to_string(getegid()) + " 1\n";
-  const std::string shm_options =
+  s.uid_map = std::to_string(geteuid()) + " " + std::to_string(geteuid()) + " 1\n";
+  s.gid_map = std::to_string(getegid()) + " " + std::to_string(getegid()) + " 1\n";
+  s.shm_options =
       "size=" + std::to_string(std::max<std::uint64_t>(limits.max_file_bytes, 1u << 20)) +
       ",nr_inodes=4096,mode=1777";
-  const std::string tmp_options =
-      "size=" + std::to_string(std::max<std::uint64_t>(limits.tmp_bytes, 1u << 20)) +
-      ",nr_inodes=" + std::to_string(std::max<std::uint64_t>(limits.tmp_inodes, 64)) +
-      ",mode=0700,uid=" + std::to_string(run_as.uid) + ",gid=" + std::to_string(run_as.gid);
+  s.tmp_options = "size=" + std::to_string(std::max<std::uint64_t>(limits.tmp_bytes, 1u << 20)) +
+                  ",nr_inodes=" + std::to_string(std::max<std::uint64_t>(limits.tmp_inodes, 64)) +
+                  ",mode=0700,uid=" + std::to_string(user.ids.uid) +
+                  ",gid=" + std::to_string(user.ids.gid);
   // SysV shared memory of the run's IPC namespace, in pages: as much as its /dev/shm.
-  const std::string shmall =
-      std::to_string(std::max<std::uint64_t>(limits.max_file_bytes, 1u << 20) /
-                     static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE)));
-  std::vector<std::string> input_names;
+  s.shmall = std::to_string(std::max<std::uint64_t>(limits.max_file_bytes, 1u << 20) /
+                            static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE)));
   for (const auto& [source, name] : spec.inputs) {
     const fs::path rel = fs::path(name).lexically_normal();
     if (rel.empty() || rel.is_absolute() || *rel.begin() == "..") {
       throw Error("sandbox: input name '" + name + "' is not a name inside the private directory");
     }
     const std::string top = rel.begin()->string();
-    if (std::find(input_names.begin(), input_names.end(), top) == input_names.end()) {
-      input_names.push_back(top);
+    if (std::find(s.input_names.begin(), s.input_names.end(), top) == s.input_names.end()) {
+      s.input_names.push_back(top);
     }
   }
-  // The allow-list view, every path made now; the supervisor only mounts.
-  ViewPlan view;
-  if (spec.visible_paths) view = plan_view(private_dir, *spec.visible_paths, writable);
+  if (spec.visible_paths) s.view = plan_view(private_dir, *spec.visible_paths, s.writable);
+}
 
-  // The memory limit: a cgroup where the grader can make one, else RLIMIT_AS (not for GPU
-  // runs) and polling; the polling always runs as well (cheap, and it names the outcome).
-  RunCgroup cgroup;
+// The memory limit: a cgroup where the grader can make one, else RLIMIT_AS (not for GPU runs)
+// and polling; the polling always runs as well (cheap, and it names the outcome).
+struct MemoryLimit {
+  RunCgroup cgroup;  // removed, its processes killed, when the run is over
   std::string cgroup_procs;
-  MemoryLimitKind memory_kind = MemoryLimitKind::none;
-  if (limits.max_memory_bytes > 0) {
-    static std::atomic<std::uint32_t> cgroup_runs{0};
-    const fs::path parent = usable_cgroup_parent();
-    if (!parent.empty()) {
-      const fs::path dir = parent / ("convlab-run-" + std::to_string(getpid()) + "-" +
-                                     std::to_string(cgroup_runs.fetch_add(1)));
-      if (mkdir(dir.c_str(), 0755) == 0) {
-        cgroup.dir = dir;
-        const bool ok = write_text(dir / "memory.max", std::to_string(limits.max_memory_bytes));
-        write_text(dir / "memory.swap.max", "0");  // absent without swap accounting
-        if (limits.max_processes > 0) {
-          write_text(dir / "pids.max", std::to_string(std::max(limits.max_processes, 16) + 8));
-        }
-        if (ok) {
-          memory_kind = MemoryLimitKind::cgroup;
-          cgroup_procs = (dir / "cgroup.procs").string();
-        }
+  MemoryLimitKind kind = MemoryLimitKind::none;
+};
+
+void set_up_memory_limit(const SandboxSpec& spec, MemoryLimit& m) {
+  const Limits& limits = spec.limits;
+  if (limits.max_memory_bytes == 0) return;
+  static std::atomic<std::uint32_t> cgroup_runs{0};
+  const fs::path parent = usable_cgroup_parent();
+  if (!parent.empty()) {
+    const fs::path dir = parent / ("convlab-run-" + std::to_string(getpid()) + "-" +
+                                   std::to_string(cgroup_runs.fetch_add(1)));
+    if (mkdir(dir.c_str(), 0755) == 0) {
+      m.cgroup.dir = dir;
+      const bool ok = write_text(dir / "memory.max", std::to_string(limits.max_memory_bytes));
+      write_text(dir / "memory.swap.max", "0");  // absent without swap accounting
+      if (limits.max_processes > 0) {
+        write_text(dir / "pids.max", std::to_string(std::max(limits.max_processes, 16) + 8));
+      }
+      if (ok) {
+        m.kind = MemoryLimitKind::cgroup;
+        m.cgroup_procs = (dir / "cgroup.procs").string();
       }
     }
-    if (memory_kind == MemoryLimitKind::none) {
-      memory_kind = spec.uses_gpu ? MemoryLimitKind::rss_poll : MemoryLimitKind::address_space;
-    }
   }
+  if (m.kind == MemoryLimitKind::none) {
+    m.kind = spec.uses_gpu ? MemoryLimitKind::rss_poll : MemoryLimitKind::address_space;
+  }
+}
 
-  ChildPlan plan;
-  plan.grader_pid = getpid();
-  plan.exec_path = exec_path.c_str();
-  plan.argv = argv.data();
-  plan.envp = envp.data();
-  plan.workdir = workdir.c_str();
-  plan.use_namespaces = spec.use_namespaces;
-  plan.try_user_ns = !root;
-  plan.uid_map = uid_map.c_str();
-  plan.gid_map = gid_map.c_str();
-  for (const std::string& s : hide_dirs) plan.hide_dirs.push_back(s.c_str());
-  for (const std::string& s : hide_files) plan.hide_files.push_back(s.c_str());
-  for (const std::string& s : writable) plan.writable.push_back(s.c_str());
-  plan.shm_options = fs::is_directory("/dev/shm") ? shm_options.c_str() : nullptr;
+// The mounts part of the children's plan: pointers into `s`.
+void plan_mounts(const SandboxSpec& spec, const RunStrings& s, const fs::path& private_dir,
+                 ChildPlan& plan) {
+  plan.uid_map = s.uid_map.c_str();
+  plan.gid_map = s.gid_map.c_str();
+  for (const std::string& h : s.hide_dirs) plan.hide_dirs.push_back(h.c_str());
+  for (const std::string& h : s.hide_files) plan.hide_files.push_back(h.c_str());
+  for (const std::string& w : s.writable) plan.writable.push_back(w.c_str());
+  plan.shm_options = fs::is_directory("/dev/shm") ? s.shm_options.c_str() : nullptr;
   plan.disabled = disabled_bits();
-  plan.shmall = shmall.c_str();
+  plan.shmall = s.shmall.c_str();
   plan.private_dir = private_dir.c_str();
-  plan.tmp_options = spec.keep_private_dir ? nullptr : tmp_options.c_str();
-  for (const std::string& s : input_names) plan.input_names.push_back(s.c_str());
+  plan.tmp_options = spec.keep_private_dir ? nullptr : s.tmp_options.c_str();
+  for (const std::string& n : s.input_names) plan.input_names.push_back(n.c_str());
   plan.view = spec.visible_paths.has_value();
   plan.view_root = private_dir.c_str();
-  plan.view_private = view.private_target.c_str();
-  for (const std::string& s : view.dirs) plan.view_dirs.push_back(s.c_str());
-  for (const ViewEntry& e : view.entries) {
+  plan.view_private = s.view.private_target.c_str();
+  for (const std::string& d : s.view.dirs) plan.view_dirs.push_back(d.c_str());
+  for (const ViewEntry& e : s.view.entries) {
     plan.view_mounts.push_back({e.kind, e.source.c_str(), e.target.c_str(), e.writable});
   }
-  if (!cgroup_procs.empty()) plan.cgroup_procs = cgroup_procs.c_str();
-  if (memory_kind == MemoryLimitKind::address_space) {
+}
+
+// The resource limits part of the children's plan.
+void plan_limits(const SandboxSpec& spec, const RunUser& user, const MemoryLimit& memory,
+                 ChildPlan& plan) {
+  const Limits& limits = spec.limits;
+  if (!memory.cgroup_procs.empty()) plan.cgroup_procs = memory.cgroup_procs.c_str();
+  if (memory.kind == MemoryLimitKind::address_space) {
     // A backstop for what grows faster than the polling sees: twice the limit of address
     // space per process (threads' stacks and malloc's arenas reserve more than they use).
     plan.set_as = true;
     plan.as = static_cast<rlim_t>(std::min<std::uint64_t>(limits.max_memory_bytes, 1ull << 62) * 2);
   }
-  for (const int fd : spec.extra_fds) plan.extra[plan.n_extra++] = fd;
-  if (spec.pass_fd >= 0) plan.extra[plan.n_extra++] = spec.pass_fd;
-  plan.drop = drop;
-  plan.uid = run_as.uid;
-  plan.gid = run_as.gid;
   if (limits.cpu_s > 0) {
     plan.set_cpu = true;
     plan.cpu_soft = static_cast<rlim_t>(std::ceil(limits.cpu_s));
     plan.cpu_hard = plan.cpu_soft + 1;
   }
-  if (limits.max_processes > 0 && (drop || !root)) {
+  if (limits.max_processes > 0 && (user.drop || !user.root)) {
     // RLIMIT_NPROC counts every task of the real user: allow what it already runs, plus ours.
     plan.set_nproc = true;
-    plan.nproc = count_tasks_of(run_as.uid) + static_cast<rlim_t>(limits.max_processes);
+    plan.nproc = count_tasks_of(user.ids.uid) + static_cast<rlim_t>(limits.max_processes);
   }
   if (limits.max_file_bytes > 0) {
     plan.set_fsize = true;
     plan.fsize = static_cast<rlim_t>(limits.max_file_bytes);
   }
+}
 
+// What the supervisor and the command are told (without the pipes: RunMonitor::start).
+ChildPlan make_plan(const SandboxSpec& spec, const RunUser& user, const RunStrings& s,
+                    const MemoryLimit& memory, const fs::path& private_dir) {
+  ChildPlan plan;
+  plan.grader_pid = getpid();
+  plan.exec_path = s.exec_path.c_str();
+  plan.argv = s.argv.data();
+  plan.envp = s.envp.data();
+  plan.workdir = s.workdir.c_str();
+  plan.use_namespaces = spec.use_namespaces;
+  plan.try_user_ns = !user.root;
+  plan_mounts(spec, s, private_dir, plan);
+  plan_limits(spec, user, memory, plan);
+  for (const int fd : spec.extra_fds) plan.extra[plan.n_extra++] = fd;
+  if (spec.pass_fd >= 0) plan.extra[plan.n_extra++] = spec.pass_fd;
+  plan.drop = user.drop;
+  plan.uid = user.ids.uid;
+  plan.gid = user.ids.gid;
+  return plan;
+}
+
+// Starts the run and watches it: reads its streams and the supervisor's control records,
+// enforces the wall-time, output and memory limits, and reaps the supervisor.
+class RunMonitor {
+ public:
+  RunMonitor(const Limits& limits, SandboxResult& result) : limits_(limits), result_(result) {}
+
+  // Forks the supervisor with `plan` (the pipes added); `pass_fd` is closed once it has it.
+  void start(ChildPlan& plan, Fd& pass_fd);
+  // Until the supervisor has exited; then takes what is left on the streams.
+  void watch();
+
+  // What the control records and the limits said.
+  struct Seen {
+    std::int32_t feature_bits = 0;
+    pid_t command_pid = 0, init_pid = 0;
+    std::optional<int> command_status;
+    std::optional<Record> setup_error;
+    bool over_limit = false, timed_out = false, over_memory = false;
+    MemoryUse peak;
+    int supervisor_status = 0;
+    double wall_s = 0.0, cpu_s = 0.0;
+  };
+  const Seen& seen() const { return seen_; }
+
+ private:
+  void kill_run();
+  void parse_control();
+  bool read_stream(int i, int fd);
+  void check_limits(std::chrono::steady_clock::time_point now);
+  void poll_streams(std::chrono::steady_clock::time_point now);
+
+  const Limits& limits_;
+  SandboxResult& result_;
+  Seen seen_;
+  pid_t supervisor_ = -1;
+  Fd out_r_, err_r_, chan_r_, ctl_r_, pidfd_;
+  std::string control_;
+  bool killed_ = false;
+  bool open_streams_[4] = {true, true, true, true};
+  std::chrono::steady_clock::time_point start_, deadline_, killed_at_, next_memory_poll_;
+};
+
+void RunMonitor::start(ChildPlan& plan, Fd& pass_fd) {
   auto [out_r, out_w] = make_pipe();
   auto [err_r, err_w] = make_pipe();
   auto [chan_r, chan_w] = make_pipe();
@@ -1538,10 +1633,10 @@ SandboxResult run_sandboxed(const SandboxSpec& spec) {
   plan.chan_w = chan_w.get();
   plan.ctl_w = ctl_w.get();
 
-  const auto start = std::chrono::steady_clock::now();
-  const pid_t supervisor = fork();
-  if (supervisor < 0) throw_errno("cannot fork");
-  if (supervisor == 0) supervise(plan);
+  start_ = std::chrono::steady_clock::now();
+  supervisor_ = fork();
+  if (supervisor_ < 0) throw_errno("cannot fork");
+  if (supervisor_ == 0) supervise(plan);
   // The run has its copy: the other end then sees the run's end as the end of the socket.
   pass_fd.reset();
 
@@ -1553,200 +1648,204 @@ SandboxResult run_sandboxed(const SandboxSpec& spec) {
   for (const Fd* fd : {&out_r, &err_r, &chan_r, &ctl_r}) {
     fcntl(fd->get(), F_SETFL, fcntl(fd->get(), F_GETFL) | O_NONBLOCK);
   }
-  Fd pidfd(static_cast<int>(syscall(SYS_pidfd_open, supervisor, 0)));
+  out_r_ = std::move(out_r);
+  err_r_ = std::move(err_r);
+  chan_r_ = std::move(chan_r);
+  ctl_r_ = std::move(ctl_r);
+  pidfd_ = Fd(static_cast<int>(syscall(SYS_pidfd_open, supervisor_, 0)));
+  next_memory_poll_ = std::chrono::steady_clock::now();
+  deadline_ = start_ + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                           std::chrono::duration<double>(std::max(limits_.wall_s, 0.0)));
+}
 
-  // State gathered from the control pipe.
-  std::string control;
-  std::int32_t feature_bits = 0;
-  pid_t command_pid = 0, init_pid = 0;
-  std::optional<int> command_status;
-  std::optional<Record> setup_error;
-  bool over_limit = false, timed_out = false, killed = false, over_memory = false;
-  MemoryUse peak;
-  auto next_memory_poll = std::chrono::steady_clock::now();
-  std::chrono::steady_clock::time_point killed_at;
-  bool open_streams[4] = {true, true, true, true};
+void RunMonitor::kill_run() {
+  // With a PID namespace, killing its init kills every process in it.
+  if (seen_.init_pid > 0) kill(seen_.init_pid, SIGKILL);
+  if (seen_.command_pid > 0) {
+    kill(seen_.command_pid, SIGKILL);
+    kill(-seen_.command_pid, SIGKILL);
+  }
+  if (seen_.init_pid <= 0 && seen_.command_pid <= 0) kill(supervisor_, SIGKILL);
+  if (!killed_) killed_at_ = std::chrono::steady_clock::now();
+  killed_ = true;
+}
 
-  const auto kill_run = [&] {
-    // With a PID namespace, killing its init kills every process in it.
-    if (init_pid > 0) kill(init_pid, SIGKILL);
-    if (command_pid > 0) {
-      kill(command_pid, SIGKILL);
-      kill(-command_pid, SIGKILL);
+void RunMonitor::parse_control() {
+  std::size_t used = 0;
+  while (control_.size() - used >= sizeof(Record)) {
+    Record r;
+    std::memcpy(&r, control_.data() + used, sizeof r);
+    used += sizeof r;
+    switch (r.kind) {
+      case kFeatures:
+        seen_.feature_bits = r.a;
+        break;
+      case kPids:
+        seen_.command_pid = r.a;
+        seen_.init_pid = static_cast<pid_t>(r.b);
+        if (killed_) kill_run();  // a limit was passed before the pids were known
+        break;
+      case kSetupError:
+        if (!seen_.setup_error) seen_.setup_error = r;
+        break;
+      case kStatus:
+        seen_.command_status = r.a;
+        break;
+      default:
+        break;
     }
-    if (init_pid <= 0 && command_pid <= 0) kill(supervisor, SIGKILL);
-    if (!killed) killed_at = std::chrono::steady_clock::now();
-    killed = true;
-  };
+  }
+  control_.erase(0, used);
+}
 
-  const auto parse_control = [&] {
-    std::size_t used = 0;
-    while (control.size() - used >= sizeof(Record)) {
-      Record r;
-      std::memcpy(&r, control.data() + used, sizeof r);
-      used += sizeof r;
-      switch (r.kind) {
-        case kFeatures:
-          feature_bits = r.a;
+// Reads what is available on stream i; returns false at end of file.
+bool RunMonitor::read_stream(int i, int fd) {
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = read(fd, buf, sizeof buf);
+    if (n > 0) {
+      const auto len = static_cast<std::size_t>(n);
+      bool fits = true;
+      switch (i) {
+        case 0:
+          fits = append_capped(result_.stdout_text, limits_.max_output_bytes, buf, len);
+          if (!fits) result_.stdout_truncated = true;
           break;
-        case kPids:
-          command_pid = r.a;
-          init_pid = static_cast<pid_t>(r.b);
-          if (killed) kill_run();  // a limit was passed before the pids were known
+        case 1:
+          fits = append_capped(result_.stderr_text, limits_.max_output_bytes, buf, len);
+          if (!fits) result_.stderr_truncated = true;
           break;
-        case kSetupError:
-          if (!setup_error) setup_error = r;
-          break;
-        case kStatus:
-          command_status = r.a;
+        case 2:
+          fits = append_capped(result_.channel, limits_.max_channel_bytes, buf, len);
+          if (!fits) result_.channel_truncated = true;
           break;
         default:
+          control_.append(buf, len);
+          parse_control();
           break;
       }
-    }
-    control.erase(0, used);
-  };
-
-  // Reads what is available on stream i; returns false at end of file.
-  const auto read_stream = [&](int i, int fd) {
-    char buf[65536];
-    for (;;) {
-      const ssize_t n = read(fd, buf, sizeof buf);
-      if (n > 0) {
-        const auto len = static_cast<std::size_t>(n);
-        bool fits = true;
-        switch (i) {
-          case 0:
-            fits = append_capped(result.stdout_text, limits.max_output_bytes, buf, len);
-            if (!fits) result.stdout_truncated = true;
-            break;
-          case 1:
-            fits = append_capped(result.stderr_text, limits.max_output_bytes, buf, len);
-            if (!fits) result.stderr_truncated = true;
-            break;
-          case 2:
-            fits = append_capped(result.channel, limits.max_channel_bytes, buf, len);
-            if (!fits) result.channel_truncated = true;
-            break;
-          default:
-            control.append(buf, len);
-            parse_control();
-            break;
-        }
-        if (!fits && !over_limit && !timed_out) {
-          over_limit = true;
-          kill_run();
-        }
-        continue;
+      if (!fits && !seen_.over_limit && !seen_.timed_out) {
+        seen_.over_limit = true;
+        kill_run();
       }
-      if (n == 0) return false;
-      if (errno == EINTR) continue;
-      return true;  // EAGAIN: nothing more for now
+      continue;
     }
-  };
+    if (n == 0) return false;
+    if (errno == EINTR) continue;
+    return true;  // EAGAIN: nothing more for now
+  }
+}
 
-  const int stream_fds[4] = {out_r.get(), err_r.get(), chan_r.get(), ctl_r.get()};
-  const auto deadline = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                    std::chrono::duration<double>(std::max(limits.wall_s, 0.0)));
-  int supervisor_status = 0;
+// The wall-time and memory limits, at `now`.
+void RunMonitor::check_limits(std::chrono::steady_clock::time_point now) {
+  if (!killed_ && limits_.wall_s > 0 && now >= deadline_) {
+    seen_.timed_out = true;
+    kill_run();
+  }
+  // The supervisor cleans up and exits right after the run; if it does not, end it.
+  if (killed_ && now - killed_at_ > std::chrono::seconds(5)) kill(supervisor_, SIGKILL);
+  if (!killed_ && limits_.max_memory_bytes > 0 && now >= next_memory_poll_) {
+    next_memory_poll_ = now + std::chrono::milliseconds(100);
+    const MemoryUse use = run_memory(supervisor_, seen_.init_pid);
+    seen_.peak.resident = std::max(seen_.peak.resident, use.resident);
+    seen_.peak.largest_vm = std::max(seen_.peak.largest_vm, use.largest_vm);
+    if (use.resident > limits_.max_memory_bytes) {
+      seen_.over_memory = true;
+      kill_run();
+    }
+  }
+}
+
+// Waits for output or the supervisor's end (at most until the next limit check) and reads.
+void RunMonitor::poll_streams(std::chrono::steady_clock::time_point now) {
+  const int stream_fds[4] = {out_r_.get(), err_r_.get(), chan_r_.get(), ctl_r_.get()};
+  struct pollfd fds[5];
+  int n_fds = 0;
+  int which[5];
+  for (int i = 0; i < 4; ++i) {
+    if (!open_streams_[i]) continue;
+    fds[n_fds] = {stream_fds[i], POLLIN, 0};
+    which[n_fds++] = i;
+  }
+  if (pidfd_.get() >= 0) {
+    fds[n_fds] = {pidfd_.get(), POLLIN, 0};
+    which[n_fds++] = -1;
+  }
+  long wait_ms = pidfd_.get() >= 0 ? (limits_.max_memory_bytes > 0 ? 100 : 1000) : 20;
+  if (!killed_ && limits_.wall_s > 0) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - now);
+    wait_ms = std::clamp<long>(static_cast<long>(left.count()) + 1, 0, wait_ms);
+  }
+  const int ready = poll(fds, static_cast<nfds_t>(n_fds), static_cast<int>(wait_ms));
+  if (ready < 0 && errno != EINTR) throw_errno("poll failed");
+  for (int k = 0; k < n_fds && ready > 0; ++k) {
+    if (which[k] < 0 || (fds[k].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
+    if (!read_stream(which[k], fds[k].fd)) open_streams_[which[k]] = false;
+  }
+}
+
+void RunMonitor::watch() {
   struct rusage usage;
   std::memset(&usage, 0, sizeof usage);
   for (;;) {
-    const pid_t r = wait4(supervisor, &supervisor_status, WNOHANG, &usage);
-    if (r == supervisor) break;
+    const pid_t r = wait4(supervisor_, &seen_.supervisor_status, WNOHANG, &usage);
+    if (r == supervisor_) break;
     if (r < 0 && errno != EINTR) break;  // cannot happen: it is our child
     const auto now = std::chrono::steady_clock::now();
-    if (!killed && limits.wall_s > 0 && now >= deadline) {
-      timed_out = true;
-      kill_run();
-    }
-    // The supervisor cleans up and exits right after the run; if it does not, end it.
-    if (killed && now - killed_at > std::chrono::seconds(5)) kill(supervisor, SIGKILL);
-    if (!killed && limits.max_memory_bytes > 0 && now >= next_memory_poll) {
-      next_memory_poll = now + std::chrono::milliseconds(100);
-      const MemoryUse use = run_memory(supervisor, init_pid);
-      peak.resident = std::max(peak.resident, use.resident);
-      peak.largest_vm = std::max(peak.largest_vm, use.largest_vm);
-      if (use.resident > limits.max_memory_bytes) {
-        over_memory = true;
-        kill_run();
-      }
-    }
-
-    struct pollfd fds[5];
-    int n_fds = 0;
-    int which[5];
-    for (int i = 0; i < 4; ++i) {
-      if (!open_streams[i]) continue;
-      fds[n_fds] = {stream_fds[i], POLLIN, 0};
-      which[n_fds++] = i;
-    }
-    if (pidfd.get() >= 0) {
-      fds[n_fds] = {pidfd.get(), POLLIN, 0};
-      which[n_fds++] = -1;
-    }
-    long wait_ms = pidfd.get() >= 0 ? (limits.max_memory_bytes > 0 ? 100 : 1000) : 20;
-    if (!killed && limits.wall_s > 0) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
-      wait_ms = std::clamp<long>(static_cast<long>(left.count()) + 1, 0, wait_ms);
-    }
-    const int ready = poll(fds, static_cast<nfds_t>(n_fds), static_cast<int>(wait_ms));
-    if (ready < 0 && errno != EINTR) throw_errno("poll failed");
-    for (int k = 0; k < n_fds && ready > 0; ++k) {
-      if (which[k] < 0 || (fds[k].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
-      if (!read_stream(which[k], fds[k].fd)) open_streams[which[k]] = false;
-    }
+    check_limits(now);
+    poll_streams(now);
   }
   const auto end = std::chrono::steady_clock::now();
   // Every writer is gone now (the namespace or the subreaper took them); take what is left.
+  const int stream_fds[4] = {out_r_.get(), err_r_.get(), chan_r_.get(), ctl_r_.get()};
   for (int i = 0; i < 4; ++i) {
-    if (open_streams[i]) read_stream(i, stream_fds[i]);
+    if (open_streams_[i]) read_stream(i, stream_fds[i]);
   }
   parse_control();
+  seen_.wall_s = std::chrono::duration<double>(end - start_).count();
+  seen_.cpu_s = seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
 
-  result.wall_s = std::chrono::duration<double>(end - start).count();
-  result.cpu_s = seconds(usage.ru_utime) + seconds(usage.ru_stime);
-  result.features = features_from(feature_bits);
-  result.features.user = run_as.name;
-  result.features.memory_limit = memory_kind;
-  result.peak_resident_bytes = peak.resident;
-
-  if (setup_error) {
+// How the run ended: the outcome and its details in `result`.
+void classify(const RunMonitor::Seen& seen, const RunStrings& s, const RunUser& user,
+              const MemoryLimit& memory, const Limits& limits, SandboxResult& result) {
+  if (seen.setup_error) {
     result.outcome = Outcome::start_failed;
-    const auto step = setup_error->b;
+    const auto step = seen.setup_error->b;
     std::string what = step_text(step);
-    if (step == step_exec) what += " " + exec_path;
-    if (step == step_chdir) what += " " + workdir + " as " + run_as.name;
-    if (step == step_setuid || step == step_setgid) what += " to " + run_as.name;
-    result.start_error = what + ": " + errno_text(setup_error->a);
+    if (step == step_exec) what += " " + s.exec_path;
+    if (step == step_chdir) what += " " + s.workdir + " as " + user.ids.name;
+    if (step == step_setuid || step == step_setgid) what += " to " + user.ids.name;
+    result.start_error = what + ": " + errno_text(seen.setup_error->a);
     result.features.dropped_privileges = false;
-    return result;
+    return;
   }
-  result.features.dropped_privileges = drop;
-  const bool failed =
-      !(command_status && WIFEXITED(*command_status) && WEXITSTATUS(*command_status) == 0);
+  result.features.dropped_privileges = user.drop;
+  const std::optional<int>& status = seen.command_status;
+  const bool failed = !(status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0);
   // The kernel's OOM killer in the cgroup, the poller, or (RLIMIT_AS) an allocation that failed
   // and ended the run: said so, with the limit, rather than as a crash.
   const bool memory_failure =
-      over_memory || (failed && !cgroup.dir.empty() && cgroup.oom_killed()) ||
-      (failed && memory_kind == MemoryLimitKind::address_space &&
-       (peak.largest_vm >= limits.max_memory_bytes || says_out_of_memory(result.stderr_text) ||
+      seen.over_memory || (failed && !memory.cgroup.dir.empty() && memory.cgroup.oom_killed()) ||
+      (failed && memory.kind == MemoryLimitKind::address_space &&
+       (seen.peak.largest_vm >= limits.max_memory_bytes || says_out_of_memory(result.stderr_text) ||
         says_out_of_memory(result.stdout_text)));
-  if (over_limit) {
+  const int supervisor_status = seen.supervisor_status;
+  if (seen.over_limit) {
     result.outcome = Outcome::output_limit;
-  } else if (timed_out) {
+  } else if (seen.timed_out) {
     result.outcome = Outcome::timed_out;
   } else if (memory_failure) {
     result.outcome = Outcome::memory_limit;
-  } else if (command_status) {
-    if (WIFEXITED(*command_status)) {
+  } else if (status) {
+    if (WIFEXITED(*status)) {
       result.outcome = Outcome::exited;
-      result.exit_code = WEXITSTATUS(*command_status);
+      result.exit_code = WEXITSTATUS(*status);
     } else {
       result.outcome = Outcome::signaled;
-      result.signal = WIFSIGNALED(*command_status) ? WTERMSIG(*command_status) : SIGKILL;
+      result.signal = WIFSIGNALED(*status) ? WTERMSIG(*status) : SIGKILL;
     }
-  } else if (command_pid > 0 || init_pid > 0) {
+  } else if (seen.command_pid > 0 || seen.init_pid > 0) {
     // The supervisor died under the run (out of memory...): the run went with it.
     result.outcome = Outcome::signaled;
     result.signal = WIFSIGNALED(supervisor_status) ? WTERMSIG(supervisor_status) : SIGKILL;
@@ -1758,6 +1857,37 @@ SandboxResult run_sandboxed(const SandboxSpec& spec) {
                               : "exit code " + std::to_string(WEXITSTATUS(supervisor_status))) +
                          ")";
   }
+}
+
+}  // namespace
+
+SandboxResult run_sandboxed(const SandboxSpec& spec) {
+  Fd pass_fd(spec.pass_fd);  // ours now: closed once the run has it, or on any way out
+  check_spec(spec);
+  SandboxResult result;
+  result.limits = spec.limits;
+  const RunUser user = choose_user(spec);
+  RunFiles files;
+  make_private_dir(spec, user, files);
+  result.private_dir = files.private_dir;
+  RunStrings strings;
+  build_command(spec, files.private_dir, strings);
+  build_mounts(spec, files.private_dir, user, strings);
+  MemoryLimit memory;
+  set_up_memory_limit(spec, memory);
+  ChildPlan plan = make_plan(spec, user, strings, memory, files.private_dir);
+
+  RunMonitor monitor(spec.limits, result);
+  monitor.start(plan, pass_fd);
+  monitor.watch();
+  const RunMonitor::Seen& seen = monitor.seen();
+  result.wall_s = seen.wall_s;
+  result.cpu_s = seen.cpu_s;
+  result.features = features_from(seen.feature_bits);
+  result.features.user = user.ids.name;
+  result.features.memory_limit = memory.kind;
+  result.peak_resident_bytes = seen.peak.resident;
+  classify(seen, strings, user, memory, spec.limits, result);
   return result;
 }
 
