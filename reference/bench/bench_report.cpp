@@ -163,6 +163,10 @@ std::vector<std::string> report_classes(const BenchReport& r) {
   return classes_in_use(used);
 }
 
+void append(std::vector<std::string>& row, const std::vector<std::string>& cells) {
+  row.insert(row.end(), cells.begin(), cells.end());
+}
+
 // Min, median and spread of timed runs.
 std::vector<std::string> time_cells(const TimingStats& t) {
   return {ms_text(t.min_s), ms_text(t.median_s), printf_text("%.1f%%", 100 * t.spread())};
@@ -242,16 +246,13 @@ std::vector<std::string> layer_row(const BenchReport& r, const LayerResult& laye
   const bool good = vr.status == BenchStatus::ok;
 
   std::vector<std::string> row{layer.name, shape_text(layer.shape)};
-  const auto append = [&row](const std::vector<std::string>& cells) {
-    row.insert(row.end(), cells.begin(), cells.end());
-  };
-  append(timed(vr.status) ? time_cells(vr.time) : std::vector<std::string>(3, "-"));
-  append(has_cudnn ? time_cells(cu.time) : std::vector<std::string>(3, "-"));
+  append(row, timed(vr.status) ? time_cells(vr.time) : std::vector<std::string>(3, "-"));
+  append(row, has_cudnn ? time_cells(cu.time) : std::vector<std::string>(3, "-"));
   row.push_back(good && has_cudnn ? printf_text("%.2f", cu.time.min_s / vr.time.min_s) : "-");
   row.push_back(has_cudnn ? cu.algorithm : "not measured");
   row.push_back(has_cudnn ? bytes_text(static_cast<double>(cu.workspace_bytes)) : "-");
-  append(rate_cells(f, good ? vr.time.min_s : 0.0, peak, bound_s));
-  append(rate_cells(f, has_cudnn ? cu.time.min_s : 0.0, peak, bound_s));
+  append(row, rate_cells(f, good ? vr.time.min_s : 0.0, peak, bound_s));
+  append(row, rate_cells(f, has_cudnn ? cu.time.min_s : 0.0, peak, bound_s));
   row.push_back(status_cell(vr.status));
 
   tot.count(vr.status);
@@ -271,17 +272,14 @@ std::vector<std::string> total_row(const Totals& t, std::size_t layers, double p
   const bool all_ok = t.ok == static_cast<int>(layers);
   const double bound_s = t.bound ? t.bound_s : 0.0;
   std::vector<std::string> row{"total", ""};
-  const auto append = [&row](const std::vector<std::string>& cells) {
-    row.insert(row.end(), cells.begin(), cells.end());
-  };
-  append(all_ok ? std::vector<std::string>{ms_text(t.ours_min), ms_text(t.ours_med), ""}
-                : std::vector<std::string>{"-", "-", ""});
-  append(t.cudnn ? std::vector<std::string>{ms_text(t.cudnn_min), ms_text(t.cudnn_med), ""}
-                 : std::vector<std::string>{"-", "-", ""});
+  append(row, all_ok ? std::vector<std::string>{ms_text(t.ours_min), ms_text(t.ours_med), ""}
+                     : std::vector<std::string>{"-", "-", ""});
+  append(row, t.cudnn ? std::vector<std::string>{ms_text(t.cudnn_min), ms_text(t.cudnn_med), ""}
+                      : std::vector<std::string>{"-", "-", ""});
   row.push_back(all_ok && t.cudnn ? printf_text("%.2f", t.cudnn_min / t.ours_min) : "-");
-  append({"", ""});
-  append(rate_cells(t.flops, all_ok ? t.ours_min : 0.0, peak, bound_s));
-  append(rate_cells(t.flops, t.cudnn ? t.cudnn_min : 0.0, peak, bound_s));
+  append(row, {"", ""});
+  append(row, rate_cells(t.flops, all_ok ? t.ours_min : 0.0, peak, bound_s));
+  append(row, rate_cells(t.flops, t.cudnn ? t.cudnn_min : 0.0, peak, bound_s));
   row.push_back(t.summary());
   return row;
 }

@@ -140,8 +140,9 @@ svg::Axis log_axis(double lo, double hi, double p0, double p1) {
   return a;
 }
 
-// Intensity: every point, and every ridge (where a ceiling meets the memory slope) with room
-// right of it for the ceiling's label, so that the slope does not cross it.
+// Intensity: every point, with room on the left for the slope's label, and every ridge (where a
+// ceiling meets the memory slope) with room right of it for the ceiling's label, so that no
+// label crosses a point or a line.
 svg::Axis x_axis(const RooflineChart& c, const Frame& f) {
   double lo = 1e300, hi = 0;
   for (const RooflinePoint& p : c.points) {
@@ -149,7 +150,7 @@ svg::Axis x_axis(const RooflineChart& c, const Frame& f) {
   }
   for (const Ceiling& k : ceilings_of(c))
     hi = std::max(hi, 8 * k.flops_per_s / c.ceilings.bandwidth);
-  return log_axis(lo * 0.8, hi, f.left, f.width - f.right);
+  return log_axis(lo * 0.4, hi, f.left, f.width - f.right);
 }
 
 // FLOP/s: every point and every ceiling; upwards.
@@ -214,7 +215,7 @@ void slope(std::ostringstream& o, const RooflineChart& c, const svg::Axis& x, co
   const double a = std::max(x.lo, y.lo / bw), b = std::min(x.hi, top / bw);
   if (!(a < b)) return;
   line(o, "roof slope", x(a), y(a * bw), x(b), y(b * bw));
-  const double at = a * std::pow(b / a, 0.08);
+  const double at = a * std::pow(b / a, 0.03);
   const double angle =
       std::atan2(y(b * bw) - y(a * bw), x(b) - x(a)) * 180.0 / 3.14159265358979323846;
   char label[64];

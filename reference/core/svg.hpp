@@ -25,9 +25,11 @@ double nice_125(double v, bool down);
 /// A value axis mapped onto pixels [p0, p1] (p1 may be below p0: a vertical axis grows
 /// upwards), linear or log.
 struct Axis {
-  double lo = 0.0, hi = 1.0;  ///< values at p0 and p1 (both > 0 on a log axis)
-  bool log = false;           ///< log10 scale
-  double p0 = 0.0, p1 = 1.0;  ///< pixels of lo and hi
+  double lo = 0.0;   ///< the value at p0 (> 0 on a log axis)
+  double hi = 1.0;   ///< the value at p1 (> lo)
+  bool log = false;  ///< log10 scale
+  double p0 = 0.0;   ///< the pixel of lo
+  double p1 = 1.0;   ///< the pixel of hi
 
   /// The pixel of `v`, clamped to [lo, hi].
   double operator()(double v) const;
