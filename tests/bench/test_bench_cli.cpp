@@ -3,9 +3,12 @@
 // --from-json draws the roofline plot of earlier reports anywhere.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <vector>
 
 #include "reference/bench/bench_report.hpp"
 #include "reference/conv/variant_table.hpp"
@@ -116,9 +119,9 @@ TEST_CASE("bench --from-json draws the roofline plot of earlier reports, no GPU 
 
   check_clear_error(convlab_bench("--from-json " + report),
                     "--from-json only draws the roofline plot: add --svg FILE");
-  check_clear_error(convlab_bench("--from-json " + (dir.path() / "absent.json").string() +
-                                  " --svg " + svg),
-                    "cannot read the bench report");
+  check_clear_error(
+      convlab_bench("--from-json " + (dir.path() / "absent.json").string() + " --svg " + svg),
+      "cannot read the bench report");
   const std::string broken = (dir.path() / "broken.json").string();
   std::ofstream(broken) << "{";
   check_clear_error(convlab_bench("--from-json " + broken + " --svg " + svg),
@@ -130,4 +133,29 @@ TEST_CASE("bench --from-json draws the roofline plot of earlier reports, no GPU 
   CHECK(mixed.code != 0);
   CHECK(mixed.code < 128);
   CHECK(mixed.output.find("--net excludes --from-json") != std::string::npos);
+}
+
+TEST_CASE("docs/performance.md's roofline plot is the one its reports draw") {
+  namespace fs = std::filesystem;
+  const fs::path perf = convlab::test::source_dir() / "docs" / "perf";
+  std::vector<std::string> reports;
+  for (const fs::directory_entry& e : fs::directory_iterator(perf)) {
+    const std::string name = e.path().filename().string();
+    if (name.starts_with("bench-") && name.ends_with(".json")) reports.push_back(e.path().string());
+  }
+  std::sort(reports.begin(), reports.end());  // the order tools/performance-page.sh gives
+  REQUIRE(!reports.empty());
+  std::string args;
+  for (const std::string& r : reports) args += " " + r;
+  convlab::test::TempDir dir;
+  const fs::path svg = dir.path() / "roofline.svg";
+  const Result r = convlab_bench("--from-json" + args + " --svg " + svg.string());
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  const auto read = [](const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  CHECK_MESSAGE(read(svg) == read(perf / "roofline.svg"),
+                "docs/perf/roofline.svg is not what docs/perf/bench-*.json draw: run "
+                "tools/performance-page.sh --draw");
 }
