@@ -136,3 +136,22 @@ TEST_CASE("a prediction that moves above the bound is named by its index") {
                                     exact.margins, exact.sigma),
                   Error);
 }
+
+TEST_CASE("convlab check's class allowance: a tf32 result passes, a wrong output is named") {
+  const ConvShape s{2, 6, 3, 13, 17, 4};
+  const std::vector<float> x = elementwise_values(11, 0, ElementwiseTensor::x, s.x_elements());
+  const std::vector<float> k = elementwise_values(11, 0, ElementwiseTensor::k, s.k_elements());
+  const std::vector<double> want = conv_reference_double(s, x, k);
+  const std::vector<double> allowed = precision_allowance(Precision::tf32, s, x, k);
+  std::vector<float> y(static_cast<std::size_t>(s.y_elements()));
+  conv_forward_rounded(Precision::tf32, y.data(), x.data(), k.data(), s);
+  CHECK(compare_elementwise_within(y, want, allowed, conv_output_dims(s)).ok);
+  // The same result fails the fp32 rule: the class's allowance is what lets it pass.
+  CHECK_FALSE(compare_elementwise(y, want, s, 1e-6, 1e-6).ok);
+  y[37] += static_cast<float>(4 * allowed[37]);
+  const ElementwiseComparison c = compare_elementwise_within(y, want, allowed, conv_output_dims(s));
+  CHECK_FALSE(c.ok);
+  CHECK(c.mismatches == 1);
+  REQUIRE(c.worst);
+  CHECK(c.worst->w == 37 % s.W_out());
+}
