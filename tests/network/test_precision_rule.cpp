@@ -68,15 +68,6 @@ TEST_CASE("an emulated tf32 or fp16 convolution stays within the element-wise bo
 
 namespace {
 
-std::vector<fs::path> model_files() {
-  std::vector<fs::path> files;
-  for (const auto& e : fs::directory_iterator(test::source_dir() / "datasets" / "models")) {
-    if (e.path().extension() == ".safetensors") files.push_back(e.path());
-  }
-  std::sort(files.begin(), files.end());
-  return files;
-}
-
 // Images per model: enough for the rule to meet small margins, few enough for a quick suite.
 constexpr std::int64_t kImages = 2000;
 
@@ -84,7 +75,7 @@ constexpr std::int64_t kImages = 2000;
 
 TEST_CASE("the network rule holds for every class emulated on every shipped model") {
   const data::Dataset& ds = test::real_test_set();
-  for (const fs::path& f : model_files()) {
+  for (const fs::path& f : test::shipped_models()) {
     const Model model = load_model(f);
     const Tensor input = ds.images(kImages, model.input_scale);
     for (Precision p : {Precision::fp32, Precision::tf32, Precision::fp16}) {
