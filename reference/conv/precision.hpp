@@ -57,13 +57,14 @@ inline constexpr double kMarginSigmas = 6.0;
 
 /// The network rule's verdict on a tf32 or fp16 variant's predictions.
 struct PrecisionVerdict {
-  Precision precision = Precision::fp32;
-  std::int64_t images = 0;       ///< compared
-  std::int64_t under_bound = 0;  ///< margin below the bound: either prediction is accepted
+  Precision precision = Precision::fp32;  ///< the class judged
+  std::int64_t images = 0;                ///< compared
+  std::int64_t under_bound = 0;           ///< margin below the bound: either prediction is accepted
   /// Images above the bound whose prediction differs from the float64 network's, by index.
   std::vector<std::int64_t> wrong;
   /// Images under the bound whose prediction differs (allowed; reported).
   std::int64_t moved_under_bound = 0;
+  /// No image above the bound differs.
   bool ok() const { return wrong.empty(); }
 };
 

@@ -21,8 +21,8 @@ namespace convlab {
 
 /// What the float64 network says about each image.
 struct ExactRun {
-  std::int64_t images = 0;
-  std::int64_t classes = 0;
+  std::int64_t images = 0;       ///< N
+  std::int64_t classes = 0;      ///< logits per image
   std::vector<double> logits;    ///< images * classes: the last layer's input if it is softmax
   std::vector<int> predictions;  ///< the top logit (first on ties)
   std::vector<double> margins;   ///< top-1 minus top-2 logit
