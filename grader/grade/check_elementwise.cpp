@@ -1,11 +1,13 @@
 // The element-wise check: the layer alone on the milestone's shapes, inputs drawn from the
 // grade's seed, every output compared with a double-precision reference (and a fused
 // conv + tanh + max-pool launcher too, where the variant offers one and it is written).
+#include <algorithm>
 #include <cmath>
 
 #include "grader/grade/elementwise.hpp"
 #include "grader/grade/grading.hpp"
 #include "grader/worker/protocol.hpp"
+#include "reference/conv/variant_table.hpp"
 
 namespace convlab::grader {
 
@@ -29,20 +31,24 @@ json mismatch_json(const ElementMismatch& m) {
 
 // Judges outputs against their references and keeps the totals and the failures' text.
 struct Judge {
-  explicit Judge(const ElementwiseSpec& spec) : e(spec) {}
+  Judge(const ElementwiseSpec& spec, Precision p) : e(spec), precision(p) {}
 
   const ElementwiseSpec& e;
+  Precision precision;  // the variant's class: fp32 by atol and rtol, tf32/fp16 by its bound
   std::string failures;
   std::int64_t total = 0;
   double worst = 0.0;
   bool nan_seen = false;
 
   // False when the output is malformed.
+  // `allowed`: each output's allowance (empty: atol + rtol |want|).
   bool operator()(const std::string& label, const json& encoded, const std::vector<double>& want,
-                  const OutputDims& dims, json& d) {
+                  const std::vector<double>& allowed, const OutputDims& dims, json& d) {
     const auto got = encoded.is_string() ? decode_floats(encoded.get<std::string>()) : std::nullopt;
     if (!got || static_cast<std::int64_t>(got->size()) != dims.elements()) return false;
-    const ElementwiseComparison cmp = compare_elementwise(*got, want, dims, e.atol, e.rtol);
+    const ElementwiseComparison cmp = allowed.empty()
+                                          ? compare_elementwise(*got, want, dims, e.atol, e.rtol)
+                                          : compare_elementwise_within(*got, want, allowed, dims);
     total += cmp.elements;
     d["elements"] = cmp.elements;
     d["mismatches"] = cmp.mismatches;
@@ -90,8 +96,11 @@ bool ElementwiseCheck::judge_shapes(std::uint64_t seed, const json& outputs,
     const std::vector<float> x = elementwise_values(seed, i, ElementwiseTensor::x, s.x_elements());
     const std::vector<float> k = elementwise_values(seed, i, ElementwiseTensor::k, s.k_elements());
     const std::vector<double> want = conv_reference_double(s, x, k);
+    std::vector<double> allowed;
+    if (judge.precision != Precision::fp32) allowed = precision_allowance(judge.precision, s, x, k);
     json d = {{"shape", shape_json(s)}, {"why", e.why[i]}};
-    if (!o.is_object() || !judge(label, o.value("y", json()), want, conv_output_dims(s), d)) {
+    if (!o.is_object() ||
+        !judge(label, o.value("y", json()), want, allowed, conv_output_dims(s), d)) {
       c.reason = "no_result";
       c.output = "The harness returned a malformed output for " + label + ".";
       return false;
@@ -99,8 +108,16 @@ bool ElementwiseCheck::judge_shapes(std::uint64_t seed, const json& outputs,
     const bool fits = pool.size <= s.H_out() && pool.size <= s.W_out();
     if (fused == "ok" && fits) {
       json f = {{"pool", "2x2 stride 2"}};
+      // tanh and max-pool do not enlarge an error: the layer's largest allowance covers each
+      // pooled output.
+      std::vector<double> pooled_allowed;
+      if (!allowed.empty()) {
+        pooled_allowed.assign(static_cast<std::size_t>(pooled_output_dims(s, pool).elements()),
+                              *std::max_element(allowed.begin(), allowed.end()));
+      }
       if (!judge("fused conv + tanh + max-pool, " + label, o.value("pooled", json()),
-                 tanh_maxpool_reference(want, s, pool), pooled_output_dims(s, pool), f)) {
+                 tanh_maxpool_reference(want, s, pool), pooled_allowed, pooled_output_dims(s, pool),
+                 f)) {
         c.reason = "no_result";
         c.output = "The harness returned a malformed fused output for " + label + ".";
         return false;
@@ -124,7 +141,10 @@ void ElementwiseCheck::conclude(std::uint64_t seed, const std::string& fused, co
         "launcher and the framework's tanh and max-pool.";
   }
   const std::string rule =
-      "|got - want| <= " + points_text(e.atol) + " + " + points_text(e.rtol) + " |want|";
+      judge.precision == Precision::fp32
+          ? "|got - want| <= " + points_text(e.atol) + " + " + points_text(e.rtol) + " |want|"
+          : "the " + std::string(precision_name(judge.precision)) +
+                " class's bound (docs/grader.md, precision classes)";
   if (judge.failures.empty()) {
     c.status = CheckStatus::passed;
     c.reason = "ok";
@@ -176,7 +196,7 @@ void ElementwiseCheck::run(Grading& g, PlannedCheck& p, CheckResult& c) const {
   // A fused conv + tanh + max-pool launcher is judged too when the variant offers one and it
   // is written (its stub is optional).
   const std::string fused = w.doc->value("fused", "");
-  Judge judge(e);
+  Judge judge(e, parse_precision(find_variant(p.check.variant).precision));
   json details = json::array();
   if (!judge_shapes(seed, outputs, fused, judge, details, c)) return;
   c.worst_error = judge.worst;

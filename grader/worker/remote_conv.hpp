@@ -50,9 +50,9 @@ class TeamLost : public Error {
 
 /// The first wrong output of a verified call.
 struct VerifyFailure {
-  int call = 0;          ///< which verified call (0-based)
-  ConvShape shape;       ///< its sizes
-  bool fused = false;    ///< a fused conv + tanh + max-pool call
+  int call = 0;        ///< which verified call (0-based)
+  ConvShape shape;     ///< its sizes
+  bool fused = false;  ///< a fused conv + tanh + max-pool call
   std::int64_t mismatches = 0;
   std::int64_t index = 0;  ///< of the worst element
   float got = 0.0f;
@@ -103,7 +103,9 @@ class RemoteConv {
                  cudaStream_t stream);
 #endif
   /// Seconds of the last call by the referee's clock, less the empty round trip (never < 0).
-  double last_seconds() const { return last_s_; }
+  double last_seconds() const {
+    return last_s_;
+  }
 
   /// Tells the team's process to exit (also done by the destructor).
   void quit();
@@ -126,10 +128,11 @@ class RemoteConv {
 /// cannot fork a CUDA user). -1 when it cannot fork.
 int start_gpu_partner();
 
-/// Compares `got` with `want` element-wise, |got - want| <= atol + rtol * |want| (NaN never
-/// passes); updates `v` and returns whether every element passed.
+/// Compares `got` with `want` element-wise, |got - want| <= atol + rtol * |want| (+ extra[i]
+/// where given: a tf32 or fp16 variant's class allowance; NaN never passes); updates `v` and
+/// returns whether every element passed.
 bool verify_output(Verification& v, const float* got, const float* want, std::int64_t count,
-                   const ConvShape& shape, bool fused);
+                   const ConvShape& shape, bool fused, const double* extra = nullptr);
 
 /// Tolerance of the per-call verification (float32 against float32 in another order).
 inline constexpr double kVerifyAtol = 1e-4;

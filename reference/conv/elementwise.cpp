@@ -93,8 +93,17 @@ ElementwiseComparison compare_elementwise(std::span<const float> got, std::span<
 ElementwiseComparison compare_elementwise(std::span<const float> got, std::span<const double> want,
                                           const OutputDims& d, double atol, double rtol,
                                           std::size_t keep) {
+  std::vector<double> allowed(want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) allowed[i] = atol + rtol * std::fabs(want[i]);
+  return compare_elementwise_within(got, want, allowed, d, keep);
+}
+
+ElementwiseComparison compare_elementwise_within(std::span<const float> got,
+                                                 std::span<const double> want,
+                                                 std::span<const double> allowed,
+                                                 const OutputDims& d, std::size_t keep) {
   const auto n = static_cast<std::size_t>(d.elements());
-  if (got.size() != n || want.size() != n) {
+  if (got.size() != n || want.size() != n || allowed.size() != n) {
     throw Error("compare_elementwise: " + std::to_string(got.size()) + " and " +
                 std::to_string(want.size()) + " elements for an output " + d.to_string());
   }
@@ -115,7 +124,7 @@ ElementwiseComparison compare_elementwise(std::span<const float> got, std::span<
     const double error = finite ? std::fabs(static_cast<double>(got[i]) - want[i])
                                 : std::numeric_limits<double>::infinity();
     // Written so that a NaN anywhere fails the test.
-    const bool pass = finite && error <= atol + rtol * std::fabs(want[i]);
+    const bool pass = finite && error <= allowed[i];
     if (!c.worst || error > c.worst->error) c.worst = at(i, error);
     if (pass) continue;
     c.ok = false;
@@ -124,6 +133,18 @@ ElementwiseComparison compare_elementwise(std::span<const float> got, std::span<
     if (c.first.size() < keep) c.first.push_back(at(i, error));
   }
   return c;
+}
+
+std::vector<double> precision_allowance(Precision p, const ConvShape& shape,
+                                        std::span<const float> x, std::span<const float> k) {
+  std::vector<float> ax(x.size()), ak(k.size());
+  float max_x = 0.0f, max_k = 0.0f;
+  for (std::size_t i = 0; i < x.size(); ++i) max_x = std::max(max_x, ax[i] = std::fabs(x[i]));
+  for (std::size_t i = 0; i < k.size(); ++i) max_k = std::max(max_k, ak[i] = std::fabs(k[i]));
+  std::vector<double> allowed = conv_reference_double(shape, ax, ak);
+  const std::int64_t n = std::int64_t{shape.C} * shape.K * shape.K;
+  for (double& a : allowed) a = elementwise_bound(p, n, a, max_x, max_k);
+  return allowed;
 }
 
 std::string describe_mismatch(const ElementMismatch& m) {

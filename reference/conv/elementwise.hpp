@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "reference/conv/conv_shape.hpp"
+#include "reference/conv/precision.hpp"
 
 namespace convlab {
 
@@ -44,7 +45,6 @@ inline std::vector<float> elementwise_values(std::uint64_t seed, std::size_t sha
   }
   return values;
 }
-
 
 /// y = conv(x, k) for `shape`, every product and sum in double precision (the oracle: no
 /// float32 rounding for the team's result to be compared against).
@@ -107,6 +107,17 @@ ElementwiseComparison compare_elementwise(std::span<const float> got, std::span<
 ElementwiseComparison compare_elementwise(std::span<const float> got, std::span<const double> want,
                                           const ConvShape& shape, double atol, double rtol,
                                           std::size_t keep = 10);
+
+/// The same with a per-element allowance: element i passes when |got - want| <= allowed[i].
+ElementwiseComparison compare_elementwise_within(std::span<const float> got,
+                                                 std::span<const double> want,
+                                                 std::span<const double> allowed,
+                                                 const OutputDims& dims, std::size_t keep = 10);
+
+/// Each output's allowance for a convolution of class `p` of `shape` on x and k:
+/// elementwise_bound() (reference/conv/precision.hpp) of its sum of |x||k|, in double.
+std::vector<double> precision_allowance(Precision p, const ConvShape& shape,
+                                        std::span<const float> x, std::span<const float> k);
 
 /// "y[0][3][12][7] = nan, expected 0.412345 (|error| = inf)"
 std::string describe_mismatch(const ElementMismatch& m);

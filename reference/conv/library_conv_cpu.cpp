@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <vector>
 
 #include "reference/conv/library_conv.hpp"
 #include "reference/core/parallel.hpp"
@@ -84,6 +85,14 @@ void conv_forward_reference(float* y, const float* x, const float* k, const Conv
       }
     }
   });
+}
+
+void conv_forward_rounded(Precision p, float* y, const float* x, const float* k,
+                          const ConvShape& shape) {
+  std::vector<float> xr(x, x + shape.x_elements()), kr(k, k + shape.k_elements());
+  for (float& v : xr) v = round_to_precision(p, v);
+  for (float& v : kr) v = round_to_precision(p, v);
+  conv_forward_reference(y, xr.data(), kr.data(), shape);
 }
 
 }  // namespace convlab

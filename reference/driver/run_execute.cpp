@@ -2,17 +2,19 @@
 // convolution (the library's, the team's or the staff's), and counts the correct predictions.
 #include <algorithm>
 #include <iostream>
+#include <map>
 
 #include "datasets/fashion_mnist.hpp"
 #include "reference/conv/library_conv.hpp"
 #include "reference/core/error.hpp"
 #include "reference/driver/run_steps.hpp"
 #include "reference/model/model.hpp"
+#include "reference/network/exact.hpp"
 
 #ifdef CONVLAB_HAVE_CUDA
-#include "reference/device/peak.hpp"
 #include "reference/conv/cudnn_conv.hpp"
 #include "reference/core/cuda_check.hpp"
+#include "reference/device/peak.hpp"
 #include "reference/network/network_gpu.hpp"
 #include "reference/profile/profiler.hpp"
 #endif
@@ -87,6 +89,7 @@ void run_gpu_variants(const RunPlan& plan, const Model& model, const Tensor& inp
   for (const GpuVariant* v : chosen_variants(plan)) {
     RunRecord& rec = result.records.emplace_back();
     rec.label = std::string(v->name);
+    rec.precision = parse_precision(find_variant(v->name).precision);
     rec.code_file = code_file(v->name, opt.impl);
     attempt(rec, all, [&] {
       const GpuConvTanhPoolFn fused = plan.fuse ? v->fused_launcher(opt.impl) : nullptr;
@@ -152,6 +155,22 @@ void run_gpu(const RunPlan& plan, const Model& model, const Tensor& input, RunRe
 }
 #endif
 
+// The precision rule for every tf32 or fp16 row: its predictions against the float64 network's
+// (computed here, once per class, on the same input).
+void judge_precision(const Model& model, const Tensor& input, RunResult& result) {
+  std::map<Precision, ExactRun> exact;
+  for (RunRecord& rec : result.records) {
+    if (rec.status != "ok" || rec.reference || rec.precision == Precision::fp32) continue;
+    auto it = exact.find(rec.precision);
+    if (it == exact.end()) {
+      it = exact.emplace(rec.precision, run_network_exact(model, input, rec.precision)).first;
+    }
+    const ExactRun& e = it->second;
+    rec.verdict = judge_predictions(rec.precision, predictions(rec.run.output), e.predictions,
+                                    e.margins, e.sigma);
+  }
+}
+
 // Runs the plan's convolution(s) on `input` into result.records.
 void run_convolutions(const RunPlan& plan, const Model& model, const Tensor& input,
                       RunResult& result) {
@@ -165,6 +184,7 @@ void run_convolutions(const RunPlan& plan, const Model& model, const Tensor& inp
     // A milestone of CPU variants (m2): its declared convolution.
     RunRecord& rec = result.records.emplace_back();
     rec.label = cpu.front();
+    rec.precision = parse_precision(find_variant(rec.label).precision);
     rec.code_file = code_file(rec.label, plan.opt.impl);
     rec.run = run_network_cpu(model, input, cpu_conv(plan.opt.impl, rec.label), cpu_timing);
   } else {
@@ -207,6 +227,7 @@ RunResult execute_run(const RunPlan& plan, std::ostream& out) {
     rec.correct = count_correct(predictions(rec.run.output), labels);
     rec.expected = expected;
   }
+  judge_precision(model, input, result);
   return result;
 }
 

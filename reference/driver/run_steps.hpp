@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "reference/conv/precision.hpp"
 #include "reference/driver/milestone.hpp"
 #include "reference/driver/run_command.hpp"
 #include "reference/network/network.hpp"
@@ -45,6 +46,15 @@ struct RunRecord {
   std::int64_t correct = 0;              ///< correct predictions
   std::optional<std::int64_t> expected;  ///< the count it must reach, if known
   bool reference = false;  ///< a library row shown for comparison, not the team's code
+  /// Its declared precision class; a tf32 or fp16 variant is judged by `verdict`, the
+  /// precision rule (reference/conv/precision.hpp), instead of the exact count.
+  Precision precision = Precision::fp32;
+  std::optional<PrecisionVerdict> verdict;  ///< set for tf32 and fp16 rows
+  /// Whether it computed what it must: the rule's verdict, else the expected count.
+  bool passes() const {
+    if (verdict) return verdict->ok();
+    return !expected || correct == *expected;
+  }
 };
 
 /// What a run produced: every record, where it ran, and what --profile recorded.

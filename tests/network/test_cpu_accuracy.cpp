@@ -17,15 +17,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::vector<fs::path> model_files() {
-  std::vector<fs::path> files;
-  for (const auto& e : fs::directory_iterator(test::source_dir() / "datasets" / "models")) {
-    if (e.path().extension() == ".safetensors") files.push_back(e.path());
-  }
-  std::sort(files.begin(), files.end());
-  return files;
-}
-
 // Correct counts on every prefix size the model records, from one run over the largest.
 void check_counts(const Model& model, const CpuConvCall& conv) {
   REQUIRE_FALSE(model.expected_correct.empty());
@@ -46,7 +37,7 @@ TEST_CASE("the four committed models are present, with the calibrated 10000-imag
   const std::map<std::string, std::int64_t> calibrated{
       {"baseline", 8673}, {"ece408-high", 8562}, {"ece408-low", 6290}};
   int found = 0;
-  for (const fs::path& f : model_files()) {
+  for (const fs::path& f : test::shipped_models()) {
     const Model m = load_model(f);
     CHECK(m.name == f.stem().string());
     REQUIRE(m.min_margin.has_value());
@@ -57,11 +48,11 @@ TEST_CASE("the four committed models are present, with the calibrated 10000-imag
     }
   }
   CHECK(found == 3);
-  CHECK(model_files().size() >= 4);
+  CHECK(test::shipped_models().size() >= 4);
 }
 
 TEST_CASE("CPU reference network: exact expected counts for every committed model") {
-  for (const fs::path& f : model_files()) {
+  for (const fs::path& f : test::shipped_models()) {
     CAPTURE(f.filename().string());
     check_counts(load_model(f), conv_forward_reference);
   }

@@ -18,6 +18,15 @@ namespace fs = std::filesystem;
 fs::path source_dir() {
   return CONVLAB_SOURCE_DIR;
 }
+
+std::vector<fs::path> shipped_models() {
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(source_dir() / "datasets" / "models")) {
+    if (e.path().extension() == ".safetensors") files.push_back(e.path());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
 fs::path convlab_binary() {
   return CONVLAB_BINARY;
 }

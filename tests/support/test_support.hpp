@@ -15,6 +15,8 @@ namespace convlab::test {
 
 /// The source tree (models, milestone data).
 std::filesystem::path source_dir();
+/// The shipped model files (datasets/models/*.safetensors), sorted.
+std::vector<std::filesystem::path> shipped_models();
 /// The convlab executable of this build.
 std::filesystem::path convlab_binary();
 /// The Fashion-MNIST directory the data tests use, or nullopt (and `why`) when absent.

@@ -1,0 +1,148 @@
+// The precision classes' rules (reference/conv/precision.hpp, reference/network/exact.hpp):
+// the rounding, the element-wise bound against a float64 oracle, and the network rule on every
+// shipped model with each class emulated on the CPU.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include "datasets/fashion_mnist.hpp"
+#include "reference/conv/elementwise.hpp"
+#include "reference/conv/library_conv.hpp"
+#include "reference/conv/precision.hpp"
+#include "reference/core/error.hpp"
+#include "reference/network/exact.hpp"
+#include "reference/network/network.hpp"
+#include "tests/support/test_support.hpp"
+
+using namespace convlab;
+namespace fs = std::filesystem;
+
+TEST_CASE("rounding to tf32 and fp16: nearest, ties to even, fp16's range") {
+  CHECK(round_to_precision(Precision::fp32, 1.0f + 0x1p-23f) == 1.0f + 0x1p-23f);
+  CHECK(round_to_precision(Precision::tf32, 1.0f + 0x1p-11f) == 1.0f);  // tie: to even
+  CHECK(round_to_precision(Precision::tf32, 1.0f + 3 * 0x1p-11f) == 1.0f + 0x1p-9f);  // tie: up
+  CHECK(round_to_precision(Precision::tf32, 1.0f + 0x1p-11f + 0x1p-20f) == 1.0f + 0x1p-10f);
+  CHECK(round_to_precision(Precision::tf32, 1e30f) == doctest::Approx(1e30f).epsilon(1e-3));
+  CHECK(std::isinf(round_to_precision(Precision::fp16, 70000.0f)));
+  CHECK(round_to_precision(Precision::fp16, 65504.0f) == 65504.0f);
+  CHECK(round_to_precision(Precision::fp16, 0x1p-20f) == 0x1p-20f);  // subnormal, exact
+  CHECK(round_to_precision(Precision::fp16, 0x1p-26f) == 0.0f);      // under half the spacing
+  CHECK(round_to_precision(Precision::fp16, -0.1f) == round_to_precision(Precision::tf32, -0.1f));
+  CHECK(parse_precision("tf32") == Precision::tf32);
+  CHECK_THROWS_AS(parse_precision("bf16"), Error);
+}
+
+TEST_CASE("an emulated tf32 or fp16 convolution stays within the element-wise bound") {
+  const ConvShape shapes[] = {{2, 7, 3, 19, 23, 5}, {1, 4, 16, 12, 12, 3}, {3, 5, 1, 9, 11, 7}};
+  for (Precision p : {Precision::fp32, Precision::tf32, Precision::fp16}) {
+    for (std::size_t i = 0; i < std::size(shapes); ++i) {
+      const ConvShape& s = shapes[i];
+      CAPTURE(precision_name(p));
+      CAPTURE(i);
+      const std::vector<float> x = elementwise_values(7, i, ElementwiseTensor::x, s.x_elements());
+      const std::vector<float> k = elementwise_values(7, i, ElementwiseTensor::k, s.k_elements());
+      std::vector<float> y(static_cast<std::size_t>(s.y_elements()));
+      conv_forward_rounded(p, y.data(), x.data(), k.data(), s);
+      const std::vector<double> want = conv_reference_double(s, x, k);
+      // The sum of |x||k| of each output: the reference of |x| and |k|.
+      std::vector<float> ax(x.size()), ak(k.size());
+      std::transform(x.begin(), x.end(), ax.begin(), [](float v) { return std::fabs(v); });
+      std::transform(k.begin(), k.end(), ak.begin(), [](float v) { return std::fabs(v); });
+      const std::vector<double> abs_sum = conv_reference_double(s, ax, ak);
+      const std::int64_t n = std::int64_t{s.C} * s.K * s.K;
+      double worst = 0.0, loosest = 0.0;
+      for (std::size_t j = 0; j < y.size(); ++j) {
+        const double bound = elementwise_bound(p, n, abs_sum[j], 1.0, 1.0);
+        worst = std::max(worst, std::fabs(y[j] - want[j]) / bound);
+        loosest = std::max(loosest, bound);
+      }
+      CHECK(worst <= 1.0);
+      // And the bound is not vacuous: a tf32/fp16 error is a sizeable share of it.
+      if (p != Precision::fp32) CHECK(worst > 0.01);
+      CHECK(loosest < 0.05);
+    }
+  }
+}
+
+namespace {
+
+// Images per model: enough for the rule to meet small margins, few enough for a quick suite.
+constexpr std::int64_t kImages = 2000;
+
+}  // namespace
+
+TEST_CASE("the network rule holds for every class emulated on every shipped model") {
+  const data::Dataset& ds = test::real_test_set();
+  for (const fs::path& f : test::shipped_models()) {
+    const Model model = load_model(f);
+    const Tensor input = ds.images(kImages, model.input_scale);
+    for (Precision p : {Precision::fp32, Precision::tf32, Precision::fp16}) {
+      CAPTURE(model.name);
+      CAPTURE(precision_name(p));
+      const ExactRun exact = run_network_exact(model, input, p);
+      REQUIRE(exact.images == kImages);
+      const NetworkRun run = run_network_cpu(
+          model, input, [p](float* y, const float* x, const float* k, const ConvShape& s) {
+            conv_forward_rounded(p, y, x, k, s);
+          });
+      const std::vector<int> got = predictions(run.output);
+      const PrecisionVerdict v =
+          judge_predictions(p, got, exact.predictions, exact.margins, exact.sigma);
+      MESSAGE(model.name << " " << precision_name(p) << ": " << describe_verdict(v)
+                         << "; largest sigma "
+                         << *std::max_element(exact.sigma.begin(), exact.sigma.end()));
+      CHECK(v.ok());
+      // The rule decides on almost every image: the bound is no excuse.
+      CHECK(v.under_bound * 50 < v.images);
+      // The float64 predictions are the network's: they score what the model records.
+      if (auto it = model.expected_correct.find(kImages); it != model.expected_correct.end()) {
+        CHECK(count_correct(exact.predictions, ds.labels) == it->second);
+      }
+    }
+  }
+}
+
+TEST_CASE("a prediction that moves above the bound is named by its index") {
+  const data::Dataset& ds = test::real_test_set();
+  const Model model = load_model(test::source_dir() / "datasets/models/ece408-high.safetensors");
+  const ExactRun exact =
+      run_network_exact(model, ds.images(200, model.input_scale), Precision::tf32);
+  std::vector<int> got = exact.predictions;
+  std::int64_t flipped = -1;
+  for (std::size_t i = 0; i < got.size() && flipped < 0; ++i) {
+    if (exact.margins[i] >= 2 * kMarginSigmas * exact.sigma[i])
+      flipped = static_cast<std::int64_t>(i);
+  }
+  REQUIRE(flipped >= 0);
+  got[static_cast<std::size_t>(flipped)] = (got[static_cast<std::size_t>(flipped)] + 1) % 10;
+  const PrecisionVerdict v =
+      judge_predictions(Precision::tf32, got, exact.predictions, exact.margins, exact.sigma);
+  CHECK_FALSE(v.ok());
+  REQUIRE(v.wrong.size() == 1);
+  CHECK(v.wrong[0] == flipped);
+  CHECK(describe_verdict(v).find("image " + std::to_string(flipped)) != std::string::npos);
+  CHECK_THROWS_AS(judge_predictions(Precision::tf32, std::span(got).first(3), exact.predictions,
+                                    exact.margins, exact.sigma),
+                  Error);
+}
+
+TEST_CASE("convlab check's class allowance: a tf32 result passes, a wrong output is named") {
+  const ConvShape s{2, 6, 3, 13, 17, 4};
+  const std::vector<float> x = elementwise_values(11, 0, ElementwiseTensor::x, s.x_elements());
+  const std::vector<float> k = elementwise_values(11, 0, ElementwiseTensor::k, s.k_elements());
+  const std::vector<double> want = conv_reference_double(s, x, k);
+  const std::vector<double> allowed = precision_allowance(Precision::tf32, s, x, k);
+  std::vector<float> y(static_cast<std::size_t>(s.y_elements()));
+  conv_forward_rounded(Precision::tf32, y.data(), x.data(), k.data(), s);
+  CHECK(compare_elementwise_within(y, want, allowed, conv_output_dims(s)).ok);
+  // The same result fails the fp32 rule: the class's allowance is what lets it pass.
+  CHECK_FALSE(compare_elementwise(y, want, s, 1e-6, 1e-6).ok);
+  y[37] += static_cast<float>(4 * allowed[37]);
+  const ElementwiseComparison c = compare_elementwise_within(y, want, allowed, conv_output_dims(s));
+  CHECK_FALSE(c.ok);
+  CHECK(c.mismatches == 1);
+  REQUIRE(c.worst);
+  CHECK(c.worst->w == 37 % s.W_out());
+}
