@@ -82,8 +82,4 @@ std::string leaderboard_html(const Leaderboard& board);
 /// The board as a fixed-width text table for the terminal.
 std::string leaderboard_text(const Leaderboard& board);
 
-/// HTML-escapes `text` (& < > " '), for element content and attribute values alike; control
-/// characters become U+FFFD.
-std::string html_escape(const std::string& text);
-
 }  // namespace convlab::grader

@@ -9,44 +9,16 @@
 
 #include "grader/leaderboard/board_format.hpp"
 #include "grader/leaderboard/leaderboard.hpp"
+#include "reference/core/svg.hpp"
 
 namespace convlab::grader {
-
-std::string html_escape(const std::string& text) {
-  std::string out;
-  out.reserve(text.size() + 16);
-  for (char ch : text) {
-    const auto c = static_cast<unsigned char>(ch);
-    switch (ch) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        if ((c < 0x20 && ch != '\t' && ch != '\n') || c == 0x7f) {
-          out += "\xEF\xBF\xBD";  // U+FFFD
-        } else {
-          out += ch;
-        }
-    }
-  }
-  return out;
-}
 
 namespace {
 
 using board::fixed;
+using svg::Axis;
+using svg::nice_125;
+using svg::tick_label;
 
 // Okabe-Ito: distinguishable with the common colour-vision deficiencies, and in grey print.
 // The ranked variant takes the strongest blue; the others take the rest in order.
@@ -64,13 +36,12 @@ std::vector<std::string> variant_colours(const std::vector<std::string>& variant
   return out;
 }
 
+// Short names: the page writes many of both.
 std::string esc(const std::string& s) {
-  return html_escape(s);
+  return svg::escape(s);
 }
-
-// SVG coordinates: one decimal is finer than a pixel.
 std::string px(double v) {
-  return fixed(v, 1);
+  return svg::coord(v);
 }
 
 // "−1.23" with a real minus sign, "+0.45" with a plus.
@@ -80,74 +51,9 @@ std::string signed_html(double v, int decimals) {
   return (v < 0 ? "\u2212" : "+") + s;
 }
 
-std::string tick_label(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, v >= 100 ? "%.0f" : "%.4g", v);
-  return buf;
-}
-
-// A value axis mapped onto [x0, x1] pixels, linear or log.
-struct Axis {
-  double lo = 0.0, hi = 1.0;
-  bool log = false;
-  double x0 = 0.0, x1 = 1.0;
-
-  double operator()(double v) const {
-    v = std::clamp(v, lo, hi);
-    const double f = log ? (std::log10(v) - std::log10(lo)) / (std::log10(hi) - std::log10(lo))
-                         : (v - lo) / (hi - lo);
-    return x0 + f * (x1 - x0);
-  }
-
-  std::vector<double> ticks() const {
-    std::vector<double> t;
-    if (log) {
-      const int d0 = static_cast<int>(std::floor(std::log10(lo)));
-      const int d1 = static_cast<int>(std::ceil(std::log10(hi)));
-      const bool fine = d1 - d0 <= 4;  // 1-2-5 ticks while they fit
-      for (int d = d0; d <= d1; ++d) {
-        for (double m : {1.0, 2.0, 5.0}) {
-          if (m != 1.0 && !fine) continue;
-          const double v = m * std::pow(10.0, d);
-          if (v >= lo * (1 - 1e-9) && v <= hi * (1 + 1e-9)) t.push_back(v);
-        }
-      }
-      return t;
-    }
-    const double step = nice_step((hi - lo) / 6.0);
-    for (double v = std::ceil(lo / step - 1e-9) * step; v <= hi + step * 1e-9; v += step) {
-      t.push_back(std::fabs(v) < step * 1e-9 ? 0.0 : v);
-    }
-    return t;
-  }
-
-  static double nice_step(double raw) {
-    const double mag = std::pow(10.0, std::floor(std::log10(raw)));
-    const double f = raw / mag;
-    return (f < 1.5 ? 1.0 : f < 3.0 ? 2.0 : f < 7.0 ? 5.0 : 10.0) * mag;
-  }
-};
-
 // Log when the values span more than ~30x: one slow team must not squash the others.
 bool wants_log(double min_v, double max_v) {
   return min_v > 0.0 && max_v / min_v > 30.0;
-}
-
-// The nearest of 1, 2, 5 x 10^k at or below (down) / at or above (!down) v.
-double nice_125(double v, bool down) {
-  const double mag = std::pow(10.0, std::floor(std::log10(v)));
-  const double ms[] = {1.0, 2.0, 5.0, 10.0};
-  if (down) {
-    double best = mag;
-    for (double m : ms) {
-      if (m * mag <= v) best = m * mag;
-    }
-    return best;
-  }
-  for (double m : ms) {
-    if (m * mag >= v) return m * mag;
-  }
-  return 10.0 * mag;
 }
 
 void axis_ticks(std::ostringstream& o, const Axis& ax, double y_top, double y_axis, bool labels,
@@ -180,8 +86,8 @@ Axis distribution_axis(const Leaderboard& b, double x0, double x1) {
     hi = std::max(hi, b.rule.zero_ms);
   }
   Axis ax;
-  ax.x0 = x0;
-  ax.x1 = x1;
+  ax.p0 = x0;
+  ax.p1 = x1;
   ax.log = wants_log(lo, hi);
   if (ax.log) {
     ax.lo = nice_125(lo * 0.9, true);
@@ -332,10 +238,10 @@ std::string distribution_svg(const Leaderboard& b) {
   if (b.rule.rule == "threshold") threshold_lines(o, b, ax, f);
   o << "<line class=\"med-line\" x1=\"" << px(ax(med)) << "\" x2=\"" << px(ax(med)) << "\" y1=\""
     << px(top - 4) << "\" y2=\"" << px(f.y_axis) << "\"/>";
-  o << "<line class=\"axis\" x1=\"" << px(ax.x0) << "\" x2=\"" << px(ax.x1) << "\" y1=\""
+  o << "<line class=\"axis\" x1=\"" << px(ax.p0) << "\" x2=\"" << px(ax.p1) << "\" y1=\""
     << px(f.y_axis) << "\" y2=\"" << px(f.y_axis) << "\"/>";
   team_dots(o, b, ax, lane_of, mid, gap, r);
-  o << "<text class=\"axis-title\" x=\"" << px((ax.x0 + ax.x1) / 2) << "\" y=\"" << px(H - 8)
+  o << "<text class=\"axis-title\" x=\"" << px((ax.p0 + ax.p1) / 2) << "\" y=\"" << px(H - 8)
     << "\" text-anchor=\"middle\">Best correct Op Time per team (ms"
     << (ax.log ? ", log scale" : "") << "); left is faster</text></svg>";
   return o.str();
@@ -365,8 +271,8 @@ std::string variants_svg(const Leaderboard& b, const std::vector<std::string>& v
     }
   }
   Axis ax;
-  ax.x0 = label_w;
-  ax.x1 = W - right;
+  ax.p0 = label_w;
+  ax.p1 = W - right;
   ax.log = wants_log(lo, hi);
   if (ax.log) {
     ax.lo = nice_125(lo * 0.9, true);
@@ -410,13 +316,13 @@ std::string variants_svg(const Leaderboard& b, const std::vector<std::string>& v
       const auto it = std::find_if(row.best.variants.begin(), row.best.variants.end(),
                                    [&](const auto& p) { return p.first == variants[v]; });
       if (it == row.best.variants.end()) {
-        texts << "<text class=\"none" << sm << "\" x=\"" << px(ax.x0 + 6) << "\" y=\"" << px(text_y)
+        texts << "<text class=\"none" << sm << "\" x=\"" << px(ax.p0 + 6) << "\" y=\"" << px(text_y)
               << "\">" << esc(variants[v]) << ": no correct time</text>";
         continue;
       }
       const double ms = it->second * 1e3, x = ax(ms);
-      o << "<rect x=\"" << px(ax.x0) << "\" y=\"" << px(y) << "\" width=\""
-        << px(std::max(1.0, x - ax.x0)) << "\" height=\"" << px(bar_h) << "\" fill=\"" << colours[v]
+      o << "<rect x=\"" << px(ax.p0) << "\" y=\"" << px(y) << "\" width=\""
+        << px(std::max(1.0, x - ax.p0)) << "\" height=\"" << px(bar_h) << "\" fill=\"" << colours[v]
         << "\"><title>" << esc(row.team) << ", " << esc(variants[v]) << ": " << fixed(ms, 3)
         << " ms</title></rect>";
       texts << "<text class=\"val" << sm << "\" x=\"" << px(x + 5) << "\" y=\"" << px(text_y)
@@ -430,10 +336,10 @@ std::string variants_svg(const Leaderboard& b, const std::vector<std::string>& v
     }
     o << texts.str();
   }
-  o << "<line class=\"axis\" x1=\"" << px(ax.x0) << "\" x2=\"" << px(ax.x0) << "\" y1=\"" << px(top)
-    << "\" y2=\"" << px(y_axis) << "\"/><line class=\"axis\" x1=\"" << px(ax.x0) << "\" x2=\""
-    << px(ax.x1) << "\" y1=\"" << px(y_axis) << "\" y2=\"" << px(y_axis) << "\"/>";
-  o << "<text class=\"axis-title\" x=\"" << px((ax.x0 + ax.x1) / 2) << "\" y=\"" << px(H - 8)
+  o << "<line class=\"axis\" x1=\"" << px(ax.p0) << "\" x2=\"" << px(ax.p0) << "\" y1=\"" << px(top)
+    << "\" y2=\"" << px(y_axis) << "\"/><line class=\"axis\" x1=\"" << px(ax.p0) << "\" x2=\""
+    << px(ax.p1) << "\" y1=\"" << px(y_axis) << "\" y2=\"" << px(y_axis) << "\"/>";
+  o << "<text class=\"axis-title\" x=\"" << px((ax.p0 + ax.p1) / 2) << "\" y=\"" << px(H - 8)
     << "\" text-anchor=\"middle\">Op Time (ms" << (ax.log ? ", log scale" : "")
     << "); shorter is faster</text></svg>";
   return o.str();

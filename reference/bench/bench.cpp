@@ -4,9 +4,11 @@
 
 #include <fstream>
 #include <ostream>
+#include <sstream>
 
 #include "reference/bench/bench_report.hpp"
 #include "reference/bench/net_description.hpp"
+#include "reference/bench/roofline_svg.hpp"
 #include "reference/core/error.hpp"
 #include "reference/driver/milestone.hpp"
 
@@ -16,7 +18,46 @@
 
 namespace convlab {
 
+namespace {
+
+void write_file(const std::filesystem::path& path, const std::string& text, const char* what) {
+  std::ofstream f(path, std::ios::binary);
+  f << text;
+  if (!f) throw Error(std::string("cannot write the ") + what + " to " + path.string());
+}
+
+std::string read_file(const std::filesystem::path& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error("cannot read the bench report " + path.string());
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// Draws `reports` (JSON texts) into the --svg file and says so on `out`.
+void write_plot(const std::vector<BenchJson>& reports, const std::filesystem::path& svg,
+                std::ostream& out) {
+  const RooflineChart chart = roofline_chart(reports);
+  write_file(svg, roofline_svg(chart), "roofline plot");
+  out << "roofline plot: " << svg.string() << " (" << chart.points.size() << " points)\n";
+}
+
+// --from-json: the plot of earlier reports, no measuring.
+int plot_reports(const BenchOptions& opt, std::ostream& out) {
+  if (!opt.svg) {
+    throw Error("--from-json only draws the roofline plot: add --svg FILE to say where");
+  }
+  std::vector<BenchJson> reports;
+  for (const std::filesystem::path& p : opt.from_json)
+    reports.push_back({p.string(), read_file(p)});
+  write_plot(reports, *opt.svg, out);
+  return 0;
+}
+
+}  // namespace
+
 int run_bench(const BenchOptions& opt, std::ostream& out, std::ostream& err) {
+  if (!opt.from_json.empty()) return plot_reports(opt, out);
   if (opt.runs < 1 || opt.runs > 1000) {
     throw Error("--runs must be between 1 and 1000, got " + std::to_string(opt.runs));
   }
@@ -30,11 +71,9 @@ int run_bench(const BenchOptions& opt, std::ostream& out, std::ostream& err) {
 #ifdef CONVLAB_HAVE_CUDA
   const BenchReport report = measure_bench(net, shapes, bench_candidates(opt), opt, err);
   out << format_bench_report(report) << std::flush;
-  if (opt.json) {
-    std::ofstream f(*opt.json);
-    f << bench_report_json(report, CONVLAB_VERSION);
-    if (!f) throw Error("cannot write the JSON report to " + opt.json->string());
-  }
+  const std::string json = bench_report_json(report, CONVLAB_VERSION);
+  if (opt.json) write_file(*opt.json, json, "JSON report");
+  if (opt.svg) write_plot({{"this run", json}}, *opt.svg, out);
   return bench_exit_code(report);
 #else
   (void)out;

@@ -1,6 +1,7 @@
 /// @file
 /// @brief `convlab bench`: times every conv layer of a network description with a GPU variant
-/// and with cuDNN's fastest fp32 algorithm, and checks the variant's output.
+/// and with cuDNN's fastest algorithm of the variant's precision class, checks the variant's
+/// output, and places both under the layer's roofline (roofline.hpp; `--svg` draws it).
 ///
 /// Method (the same for the variants and cuDNN; docs/performance.md explains it):
 /// - inputs are uniform in [-1, 1) from a fixed seed, generated on the device; x, k and y stay
@@ -22,6 +23,7 @@
 #include <iosfwd>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "reference/conv/variants.hpp"
 
@@ -41,12 +43,16 @@ struct BenchOptions {
   Impl impl = Impl::student;                  ///< the team's code or the staff solutions
   std::optional<std::filesystem::path> json;  ///< where to write the JSON report
   bool flush_l2 = true;                       ///< flush L2 before every timed run
+  std::optional<std::filesystem::path> svg;   ///< where to write the roofline plot
+  /// Bench reports (--json files) to plot instead of measuring: needs `svg`.
+  std::vector<std::filesystem::path> from_json;
 };
 
 /// Runs the benchmark and prints the report to `out` (progress goes to `err` when it is a
-/// terminal). Returns 0, or 3 when a variant was WRONG or failed. Throws Error for bad options
-/// (unknown net or variant, bad batch or runs), in a build without CUDA, or when no GPU is
-/// usable.
+/// terminal); with options.from_json, draws those reports' roofline instead (no GPU needed).
+/// Returns 0, or 3 when a variant was WRONG or failed. Throws Error for bad options (unknown
+/// net or variant, bad batch or runs, --from-json without --svg), for an unreadable or foreign
+/// report, in a build without CUDA (unless plotting), or when no GPU is usable.
 int run_bench(const BenchOptions& options, std::ostream& out, std::ostream& err);
 
 }  // namespace convlab

@@ -16,14 +16,17 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   CLI::App* bench = app.add_subcommand(
       "bench",
       "Time each conv layer of a network description with a GPU variant and with cuDNN's "
-      "fastest fp32 algorithm, and check the variant's output (needs a CUDA build and a GPU)");
+      "fastest algorithm of its precision class, check the variant's output and place both under "
+      "the layer's roofline (needs a CUDA build and a GPU; --from-json plots earlier reports "
+      "without one)");
   bench
       ->add_option("--net", opt->net,
                    "network description: ece408, two-conv, lenet, vgg16 (datasets/nets) or the "
                    "path of a .json file")
       ->capture_default_str();
-  bench->add_option("--variant", opt->variant,
-                    "GPU variant to time (" + variant_names_help() + "), or all for every variant")
+  bench
+      ->add_option("--variant", opt->variant,
+                   "GPU variant to time (" + variant_names_help() + "), or all for every variant")
       ->check(CLI::IsMember(variant_choices()))
       ->capture_default_str();
   bench->add_option("--batch", opt->batch, "images per call (default: the net's batch)");
@@ -36,8 +39,21 @@ void add_bench_command(CLI::App& app, int& exit_code) {
         ->capture_default_str();
   }
   bench->add_option("--json", opt->json, "also write every figure as JSON to this file");
-  bench->add_flag("--no-flush", *no_flush,
-                  "keep the L2 cache warm between runs (default: flush it before every run)");
+  CLI::Option* no_flush_flag =
+      bench->add_flag("--no-flush", *no_flush,
+                      "keep the L2 cache warm between runs (default: flush it before every run)");
+  bench->add_option("--svg", opt->svg,
+                    "also draw the roofline plot (layers as points, ours and cuDNN) to this SVG "
+                    "file");
+  CLI::Option* from = bench->add_option(
+      "--from-json", opt->from_json,
+      "measure nothing: draw the --svg plot from these bench --json reports (of one GPU)");
+  // Options of a measurement mean nothing to a plot of earlier reports: refuse them.
+  for (const char* name : {"--net", "--variant", "--batch", "--runs", "--json"}) {
+    from->excludes(bench->get_option(name));
+  }
+  from->excludes(no_flush_flag);
+  if (solutions_available()) from->excludes(bench->get_option("--impl"));
   bench->callback([opt, impl, no_flush, &exit_code] {
     opt->impl = parse_impl(*impl);
     opt->flush_l2 = !*no_flush;

@@ -85,20 +85,35 @@ std::vector<float> download(const DeviceBuffer& b, const BenchStream& stream) {
   return b.download();
 }
 
-// The machine, the peak and the bandwidth, for the report's header.
+int device_attribute(cudaDeviceAttr attribute, int device) {
+  int value = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&value, attribute, device));
+  return value;
+}
+
+// What the roofline's physical ceilings are computed from (clocks are reported in kHz).
+DeviceSpec device_spec(const GpuInfo& info, int device) {
+  DeviceSpec d;
+  d.compute_capability = info.compute_capability;
+  d.sm_count = info.sm_count;
+  d.clock_hz = 1e3 * device_attribute(cudaDevAttrClockRate, device);
+  d.memory_clock_hz = 1e3 * device_attribute(cudaDevAttrMemoryClockRate, device);
+  d.memory_bus_bits = device_attribute(cudaDevAttrGlobalMemoryBusWidth, device);
+  return d;
+}
+
+// The machine, the peaks and the bandwidths, for the report's header.
 BenchMachine describe_machine() {
   const GpuInfo info = gpu_info();
   BenchMachine m;
   m.gpu = info.name;
   m.driver = info.driver;
   m.cuda_driver = info.cuda_driver;
-  m.compute_capability = info.compute_capability;
-  m.sm_count = info.sm_count;
-  int device = 0, l2 = 0, runtime = 0;
+  int device = 0, runtime = 0;
   CUDA_CHECK(cudaGetDevice(&device));
-  CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
   CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
-  m.l2_bytes = l2;
+  m.device = device_spec(info, device);
+  m.l2_bytes = device_attribute(cudaDevAttrL2CacheSize, device);
   m.cuda_runtime = std::to_string(runtime / 1000) + "." + std::to_string(runtime % 1000 / 10);
   m.cudnn = cudnn_version_text();
   const Fp32Peak& peak = measured_fp32_peak();
@@ -148,6 +163,7 @@ struct LayerRun {
 
 CudnnResult run_cudnn(CudnnFinder& cudnn, const LayerRun& run) {
   CudnnResult r;
+  r.precision = "fp32";
   DeviceBuffer ws;
   r.workspace_limit = allocate_workspace(ws, cudnn.largest_workspace());
   r.candidates = cudnn.find(run.buf.x.data(), run.buf.k.data(), run.buf.y.data(), ws.data(),
@@ -174,6 +190,18 @@ CudnnResult run_cudnn(CudnnFinder& cudnn, const LayerRun& run) {
                       r.workspace_bytes);
       },
       r.time, r.check, unused);
+  return r;
+}
+
+// cuDNN in precision class `precision`: the one place that picks the library call by class.
+// fp32 is CudnnFinder's FMA math; the tf32 and fp16 classes (tensor-op math) are not wired
+// into the bench yet, and their rows say so.
+CudnnResult run_cudnn_of_class(CudnnFinder& cudnn, const LayerRun& run,
+                               const std::string& precision) {
+  if (precision == "fp32") return run_cudnn(cudnn, run);
+  CudnnResult r;
+  r.precision = precision;
+  r.not_measured = "the bench times cuDNN in the fp32 class only, so far";
   return r;
 }
 
@@ -221,7 +249,8 @@ std::vector<BenchCandidate> bench_candidates(const BenchOptions& opt) {
   }
   std::vector<BenchCandidate> out;
   for (const GpuVariant* v : chosen) {
-    out.push_back({std::string(v->name), code_file(*v, opt.impl), v->launcher(opt.impl)});
+    out.push_back({std::string(v->name), code_file(*v, opt.impl), v->launcher(opt.impl),
+                   std::string(find_variant(v->name).precision)});
   }
   return out;
 }
@@ -244,7 +273,12 @@ BenchReport measure_bench(const NetDescription& net, const std::vector<ConvShape
   report.runs = opt.runs;
   report.l2_flush = opt.flush_l2;
   report.seed = kBenchSeed;
-  for (const BenchCandidate& c : candidates) report.variants.push_back({c.name, c.file});
+  std::vector<std::string> used;
+  for (const BenchCandidate& c : candidates) {
+    report.variants.push_back({c.name, c.file, c.precision});
+    used.push_back(c.precision);
+  }
+  const std::vector<std::string> classes = classes_in_use(used);
   if (tty) progress << "measuring the fp32 peak and the memory bandwidth..." << std::endl;
   report.machine = describe_machine();
 
@@ -274,7 +308,9 @@ BenchReport measure_bench(const NetDescription& net, const std::vector<ConvShape
     oracle_ws = DeviceBuffer();
 
     const LayerRun run{s, buf, ref, stream, flusher, opt};
-    result.cudnn = run_cudnn(cudnn, run);
+    for (const std::string& c : classes) {
+      result.cudnn.push_back(run_cudnn_of_class(cudnn, run, c));
+    }
     for (const BenchCandidate& c : candidates) result.variants.push_back(run_variant(c, run));
     report.layers.push_back(std::move(result));
   }

@@ -16,9 +16,10 @@ namespace convlab {
 
 /// A GPU convolution to bench: a registry variant, or any launcher with the variants' signature.
 struct BenchCandidate {
-  std::string name;    ///< as the report prints it
-  std::string file;    ///< where its code lives
-  GpuConvFn launcher;  ///< the function timed and checked
+  std::string name;       ///< as the report prints it
+  std::string file;       ///< where its code lives
+  GpuConvFn launcher;     ///< the function timed and checked
+  std::string precision;  ///< its precision class ("fp32", "tf32", "fp16"): cuDNN of it is its row
 };
 
 /// The registry variants `options` asks for (its variant name or "all"), with their launchers
@@ -26,11 +27,11 @@ struct BenchCandidate {
 std::vector<BenchCandidate> bench_candidates(const BenchOptions& options);
 
 /// Measures `shapes` (the layers of `net` at the chosen batch) with every candidate and with
-/// cuDNN, as `options` says (runs, L2 flush; impl is only recorded); one progress line per layer
-/// goes to `progress` when it is a terminal. Throws Error when no GPU is usable, when the device
-/// runs out of memory (the message suggests a smaller --batch), or when a candidate leaves the
-/// device unusable (an illegal address, say); a candidate that merely fails, throws
-/// NotImplemented or computes a wrong output is recorded in its row.
+/// cuDNN in every precision class the candidates belong to, as `options` says (runs, L2 flush; impl
+/// is only recorded); one progress line per layer goes to `progress` when it is a terminal. Throws
+/// Error when no GPU is usable, when the device runs out of memory (the message suggests a smaller
+/// --batch), or when a candidate leaves the device unusable (an illegal address, say); a candidate
+/// that merely fails, throws NotImplemented or computes a wrong output is recorded in its row.
 BenchReport measure_bench(const NetDescription& net, const std::vector<ConvShape>& shapes,
                           const std::vector<BenchCandidate>& candidates,
                           const BenchOptions& options, std::ostream& progress);

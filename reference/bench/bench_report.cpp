@@ -5,7 +5,10 @@
 #include <cstdio>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
+#include <string_view>
+#include <tuple>
 
 #include "reference/core/error.hpp"
 #include "reference/core/parallel.hpp"
@@ -95,6 +98,13 @@ const char* bench_status_name(BenchStatus status) {
   return "error";
 }
 
+const CudnnResult& LayerResult::cudnn_for(const std::string& precision) const {
+  for (const CudnnResult& c : cudnn) {
+    if (c.precision == precision) return c;
+  }
+  throw Error("layer " + name + " has no cuDNN figures of the " + precision + " class");
+}
+
 namespace {
 
 std::string printf_text(const char* format, double value) {
@@ -129,138 +139,248 @@ double gflops(double flops, double seconds) {
   return seconds > 0 ? flops / seconds / 1e9 : 0.0;
 }
 
-std::string percent_text(double flops, double seconds, double peak) {
-  return peak > 0 && seconds > 0 ? printf_text("%.1f", 100.0 * flops / seconds / peak) : "-";
-}
-
 bool timed(BenchStatus s) {
   return s == BenchStatus::ok || s == BenchStatus::wrong;
 }
 
-// One variant's table: a row per layer, then the total.
-std::string variant_table(const BenchReport& r, std::size_t v) {
-  const double peak = r.machine.fp32_peak;
-  std::vector<std::vector<std::string>> rows;
-  double ours_min = 0, ours_med = 0, cudnn_min = 0, cudnn_med = 0, flops = 0;
+std::string plural(std::size_t n, const std::string& word) {
+  return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
+}
+
+// The roofline bound of `shape` in class `precision` on the report's GPU, or none where the
+// class has no tabulated ceiling (or nothing was measured).
+std::optional<RooflineBound> class_bound(const BenchMachine& m, const ConvShape& shape,
+                                         const std::string& precision) {
+  const Ceilings c = m.ceilings();
+  if (!(c.peak(precision) > 0) || !(c.bandwidth > 0)) return std::nullopt;
+  return roofline_bound(conv_traffic(shape), c.peak(precision), c.bandwidth);
+}
+
+// The classes the report's roofline table shows.
+std::vector<std::string> report_classes(const BenchReport& r) {
+  std::vector<std::string> used;
+  for (const VariantInfo& v : r.variants) used.push_back(v.precision);
+  return classes_in_use(used);
+}
+
+void append(std::vector<std::string>& row, const std::vector<std::string>& cells) {
+  row.insert(row.end(), cells.begin(), cells.end());
+}
+
+// Min, median and spread of timed runs.
+std::vector<std::string> time_cells(const TimingStats& t) {
+  return {ms_text(t.min_s), ms_text(t.median_s), printf_text("%.1f%%", 100 * t.spread())};
+}
+
+// GFLOP/s, percent of the measured SGEMM peak and percent of the roofline bound (`bound_s`,
+// the bound's time, 0 for none) of a run of `seconds`; "-" where a figure is undefined.
+std::vector<std::string> rate_cells(double flops, double seconds, double sgemm_peak,
+                                    double bound_s) {
+  if (!(seconds > 0)) return {"-", "-", "-"};
+  return {printf_text("%.0f", gflops(flops, seconds)),
+          sgemm_peak > 0 ? printf_text("%.1f", 100.0 * flops / seconds / sgemm_peak) : "-",
+          bound_s > 0 ? printf_text("%.1f", 100.0 * bound_s / seconds) : "-"};
+}
+
+// What a variant's table adds up over the layers.
+struct Totals {
+  double ours_min = 0, ours_med = 0, cudnn_min = 0, cudnn_med = 0, flops = 0, bound_s = 0;
+  bool cudnn = true, bound = true;  // every layer has cuDNN figures, a bound
   int ok = 0, wrong = 0, missing = 0, failed = 0;
-  for (const LayerResult& layer : r.layers) {
-    const VariantResult& vr = layer.variants.at(v);
-    const CudnnResult& cu = layer.cudnn;
-    const double f = layer.shape.flops();
-    std::vector<std::string> row{layer.name, shape_text(layer.shape)};
-    if (timed(vr.status)) {
-      row.insert(row.end(), {ms_text(vr.time.min_s), ms_text(vr.time.median_s),
-                             printf_text("%.1f%%", 100 * vr.time.spread())});
-    } else {
-      row.insert(row.end(), 3, "-");
-    }
-    row.insert(row.end(), {ms_text(cu.time.min_s), ms_text(cu.time.median_s),
-                           printf_text("%.1f%%", 100 * cu.time.spread())});
-    // A wrong kernel's speed is not a result: no ratio, no GFLOP/s.
-    const bool good = vr.status == BenchStatus::ok;
-    row.push_back(good ? printf_text("%.2f", cu.time.min_s / vr.time.min_s) : "-");
-    row.push_back(cu.algorithm);
-    row.push_back(bytes_text(static_cast<double>(cu.workspace_bytes)));
-    row.push_back(good ? printf_text("%.0f", gflops(f, vr.time.min_s)) : "-");
-    row.push_back(good ? percent_text(f, vr.time.min_s, peak) : "-");
-    row.push_back(printf_text("%.0f", gflops(f, cu.time.min_s)));
-    row.push_back(percent_text(f, cu.time.min_s, peak));
-    switch (vr.status) {
+
+  void count(BenchStatus s) {
+    switch (s) {
       case BenchStatus::ok:
-        row.push_back("ok");
         ++ok;
         break;
       case BenchStatus::wrong:
-        row.push_back("WRONG");
         ++wrong;
         break;
       case BenchStatus::not_implemented:
-        row.push_back("not implemented");
         ++missing;
         break;
       case BenchStatus::error:
-        row.push_back("error");
         ++failed;
         break;
     }
-    rows.push_back(std::move(row));
-    ours_min += vr.time.min_s;
-    ours_med += vr.time.median_s;
-    cudnn_min += cu.time.min_s;
-    cudnn_med += cu.time.median_s;
-    flops += f;
   }
-  // The total compares the whole net only when every layer ran correctly.
-  const bool all_ok = ok == static_cast<int>(r.layers.size());
-  std::vector<std::string> total{"total", ""};
-  if (all_ok) {
-    total.insert(total.end(), {ms_text(ours_min), ms_text(ours_med), ""});
-  } else {
-    total.insert(total.end(), {"-", "-", ""});
-  }
-  total.insert(total.end(), {ms_text(cudnn_min), ms_text(cudnn_med), ""});
-  total.push_back(all_ok ? printf_text("%.2f", cudnn_min / ours_min) : "-");
-  total.insert(total.end(), {"", ""});
-  total.push_back(all_ok ? printf_text("%.0f", gflops(flops, ours_min)) : "-");
-  total.push_back(all_ok ? percent_text(flops, ours_min, peak) : "-");
-  total.push_back(printf_text("%.0f", gflops(flops, cudnn_min)));
-  total.push_back(percent_text(flops, cudnn_min, peak));
-  std::string summary;
-  const auto add = [&](int n, const char* what) {
-    if (n > 0) summary += (summary.empty() ? "" : ", ") + std::to_string(n) + " " + what;
-  };
-  add(ok, "ok");
-  add(wrong, "WRONG");
-  add(missing, "not implemented");
-  add(failed, "error");
-  total.push_back(summary);
-  rows.push_back(std::move(total));
 
+  std::string summary() const {
+    std::string s;
+    const auto add = [&](int n, const char* what) {
+      if (n > 0) s += (s.empty() ? "" : ", ") + std::to_string(n) + " " + what;
+    };
+    add(ok, "ok");
+    add(wrong, "WRONG");
+    add(missing, "not implemented");
+    add(failed, "error");
+    return s;
+  }
+};
+
+const char* status_cell(BenchStatus s) {
+  switch (s) {
+    case BenchStatus::ok:
+      return "ok";
+    case BenchStatus::wrong:
+      return "WRONG";
+    case BenchStatus::not_implemented:
+      return "not implemented";
+    case BenchStatus::error:
+      return "error";
+  }
+  return "error";
+}
+
+// One layer's row of variant `v`'s table; adds the layer to `tot`.
+std::vector<std::string> layer_row(const BenchReport& r, const LayerResult& layer, std::size_t v,
+                                   Totals& tot) {
+  const VariantResult& vr = layer.variants.at(v);
+  const std::string& precision = r.variants.at(v).precision;
+  const CudnnResult& cu = layer.cudnn_for(precision);
+  const bool has_cudnn = cu.not_measured.empty();
+  const double f = layer.shape.flops(), peak = r.machine.fp32_peak;
+  const std::optional<RooflineBound> bound = class_bound(r.machine, layer.shape, precision);
+  const double bound_s = bound ? bound->seconds : 0.0;
+  // A wrong kernel's speed is not a result: no ratio, no GFLOP/s.
+  const bool good = vr.status == BenchStatus::ok;
+
+  std::vector<std::string> row{layer.name, shape_text(layer.shape)};
+  append(row, timed(vr.status) ? time_cells(vr.time) : std::vector<std::string>(3, "-"));
+  append(row, has_cudnn ? time_cells(cu.time) : std::vector<std::string>(3, "-"));
+  row.push_back(good && has_cudnn ? printf_text("%.2f", cu.time.min_s / vr.time.min_s) : "-");
+  row.push_back(has_cudnn ? cu.algorithm : "not measured");
+  row.push_back(has_cudnn ? bytes_text(static_cast<double>(cu.workspace_bytes)) : "-");
+  append(row, rate_cells(f, good ? vr.time.min_s : 0.0, peak, bound_s));
+  append(row, rate_cells(f, has_cudnn ? cu.time.min_s : 0.0, peak, bound_s));
+  row.push_back(status_cell(vr.status));
+
+  tot.count(vr.status);
+  tot.ours_min += vr.time.min_s;
+  tot.ours_med += vr.time.median_s;
+  tot.cudnn_min += cu.time.min_s;
+  tot.cudnn_med += cu.time.median_s;
+  tot.flops += f;
+  tot.bound_s += bound_s;
+  tot.cudnn = tot.cudnn && has_cudnn;
+  tot.bound = tot.bound && bound.has_value();
+  return row;
+}
+
+// The total row: it compares the whole net only when every layer ran correctly.
+std::vector<std::string> total_row(const Totals& t, std::size_t layers, double peak) {
+  const bool all_ok = t.ok == static_cast<int>(layers);
+  const double bound_s = t.bound ? t.bound_s : 0.0;
+  std::vector<std::string> row{"total", ""};
+  append(row, all_ok ? std::vector<std::string>{ms_text(t.ours_min), ms_text(t.ours_med), ""}
+                     : std::vector<std::string>{"-", "-", ""});
+  append(row, t.cudnn ? std::vector<std::string>{ms_text(t.cudnn_min), ms_text(t.cudnn_med), ""}
+                      : std::vector<std::string>{"-", "-", ""});
+  row.push_back(all_ok && t.cudnn ? printf_text("%.2f", t.cudnn_min / t.ours_min) : "-");
+  append(row, {"", ""});
+  append(row, rate_cells(t.flops, all_ok ? t.ours_min : 0.0, peak, bound_s));
+  append(row, rate_cells(t.flops, t.cudnn ? t.cudnn_min : 0.0, peak, bound_s));
+  row.push_back(t.summary());
+  return row;
+}
+
+// One variant's table: a row per layer, then the total.
+std::string variant_table(const BenchReport& r, std::size_t v) {
+  std::vector<std::vector<std::string>> rows;
+  Totals tot;
+  for (const LayerResult& layer : r.layers) rows.push_back(layer_row(r, layer, v, tot));
+  rows.push_back(total_row(tot, r.layers.size(), r.machine.fp32_peak));
   const std::vector<std::string> header{
-      "layer",      "shape",           "ours (ms)", "median",
-      "spread",     "cuDNN (ms)",      "median",    "spread",
-      "cuDNN/ours", "cuDNN algorithm", "workspace", "ours GFLOP/s",
-      "% peak",     "cuDNN GFLOP/s",   "% peak",    "check"};
-  return format_table(header, rows, {2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13, 14});
+      "layer",   "shape",   "ours (ms)",     "median",          "spread",    "cuDNN (ms)",
+      "median",  "spread",  "cuDNN/ours",    "cuDNN algorithm", "workspace", "ours GFLOP/s",
+      "% SGEMM", "% bound", "cuDNN GFLOP/s", "% SGEMM",         "% bound",   "check"};
+  return format_table(header, rows, {2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15, 16});
 }
 
-json timing_json(const TimingStats& t, double flops, double peak) {
-  return {{"min_s", t.min_s},
-          {"median_s", t.median_s},
-          {"max_s", t.max_s},
-          {"spread", t.spread()},
-          {"samples_s", t.samples_s},
-          {"gflops", gflops(flops, t.min_s)},
-          {"percent_of_peak", peak > 0 && t.min_s > 0 ? 100.0 * flops / t.min_s / peak : 0.0}};
+// Per layer: work, compulsory traffic, intensity, and the bound of every class in use.
+std::string roofline_table(const BenchReport& r) {
+  const std::vector<std::string> classes = report_classes(r);
+  std::vector<std::string> header{"layer", "shape", "GFLOP", "MB moved", "flops/byte"};
+  for (const std::string& c : classes) {
+    header.insert(header.end(), {c + " bound (ms)", "TFLOP/s", "limit"});
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (const LayerResult& layer : r.layers) {
+    const LayerTraffic t = conv_traffic(layer.shape);
+    std::vector<std::string> row{
+        layer.name, shape_text(layer.shape), printf_text("%.3f", t.flops / 1e9),
+        printf_text("%.1f", t.bytes / 1e6), printf_text("%.1f", t.intensity())};
+    for (const std::string& c : classes) {
+      const std::optional<RooflineBound> b = class_bound(r.machine, layer.shape, c);
+      if (b) {
+        row.insert(row.end(), {ms_text(b->seconds), printf_text("%.1f", b->flops_per_s / 1e12),
+                               b->memory_bound ? "memory" : "compute"});
+      } else {
+        row.insert(row.end(), {"-", "-", "-"});
+      }
+    }
+    rows.push_back(std::move(row));
+  }
+  std::vector<int> right{2, 3, 4};
+  for (std::size_t i = 0; i < classes.size(); ++i) {
+    right.insert(right.end(), {static_cast<int>(5 + 3 * i), static_cast<int>(6 + 3 * i)});
+  }
+  return format_table(header, rows, right);
 }
 
-json check_json(const OutputCheck& c) {
-  return {{"ok", c.ok},
-          {"atol", c.atol},
-          {"rtol", c.rtol},
-          {"worst_error", c.worst_error},
-          {"mismatches", c.mismatches},
-          {"first_mismatch", c.first_mismatch}};
+std::string tflops_text(double flops_per_s) {
+  return printf_text("%.1f", flops_per_s / 1e12) + " TFLOP/s";
 }
 
-}  // namespace
+// The header's lines on the GPU's ceilings: physical and measured peaks, bandwidths.
+std::string ceilings_text(const BenchMachine& m) {
+  const DeviceSpec& d = m.device;
+  const Ceilings c = m.ceilings();
+  const SmRates rates = sm_rates(d.compute_capability);
+  const std::string clock = printf_text("%.0f MHz", d.clock_hz / 1e6);
+  const std::string sms = std::to_string(d.sm_count) + " SMs x ";
+  std::ostringstream out;
+  out << "fp32 peak: ";
+  if (c.fp32 > 0) {
+    out << tflops_text(c.fp32) << " physical (" << sms << printf_text("%.0f", rates.fp32)
+        << " flops per clock x " << clock << "), ";
+  } else {
+    out << "physical peak not tabulated for this compute capability, ";
+  }
+  out << tflops_text(m.fp32_peak) << " measured (" << m.fp32_peak_method << ")\n";
+  out << "tensor-core peaks (dense, physical): ";
+  for (const auto& [name, peak, rate] :
+       {std::tuple{"tf32", c.tf32, rates.tf32}, std::tuple{"fp16", c.fp16, rates.fp16}}) {
+    out << name << " ";
+    if (peak > 0) {
+      out << tflops_text(peak) << " (" << sms << printf_text("%.0f", rate) << " x " << clock << ")";
+    } else {
+      out << "none (not tabulated for this compute capability)";
+    }
+    out << (std::string_view(name) == "tf32" ? "; " : "\n");
+  }
+  out << "memory bandwidth: " << printf_text("%.0f", m.hbm_bandwidth / 1e9) << " GB/s measured ("
+      << m.hbm_method << "), " << printf_text("%.0f", theoretical_bandwidth(d) / 1e9)
+      << " GB/s theoretical (2 x " << printf_text("%.0f MHz", d.memory_clock_hz / 1e6) << " x "
+      << d.memory_bus_bits << "-bit bus)\n";
+  return out.str();
+}
 
-std::string format_bench_report(const BenchReport& r) {
+// The header: what ran where, the ceilings, and how it was measured.
+std::string header_text(const BenchReport& r) {
   const BenchMachine& m = r.machine;
   std::ostringstream out;
-  out << "convlab bench: net " << r.net << " (" << r.net_file << "), " << r.layers.size()
-      << " conv layer" << (r.layers.size() == 1 ? "" : "s") << ", batch " << r.batch << ", "
-      << r.impl << " code\n";
-  out << "GPU: " << m.gpu << " (compute capability " << m.compute_capability / 10 << "."
-      << m.compute_capability % 10 << ", " << m.sm_count << " SMs, "
+  out << "convlab bench: net " << r.net << " (" << r.net_file << "), "
+      << plural(r.layers.size(), "conv layer") << ", batch " << r.batch << ", " << r.impl
+      << " code\n";
+  out << "GPU: " << m.gpu << " (compute capability " << m.device.compute_capability / 10 << "."
+      << m.device.compute_capability % 10 << ", " << m.device.sm_count << " SMs at "
+      << printf_text("%.0f MHz", m.device.clock_hz / 1e6) << ", "
       << bytes_text(static_cast<double>(m.l2_bytes)) << " L2), driver " << m.driver << " (CUDA "
       << m.cuda_driver << "), CUDA runtime " << m.cuda_runtime << ", cuDNN " << m.cudnn << "\n";
-  out << "fp32 peak (measured): " << printf_text("%.1f", m.fp32_peak / 1e12) << " TFLOP/s, "
-      << m.fp32_peak_method << "\n";
-  out << "memory bandwidth (measured): " << printf_text("%.0f", m.hbm_bandwidth / 1e9) << " GB/s, "
-      << m.hbm_method << "\n";
-  out << "method: per layer and implementation, 1 checked call, " << r.warmup << " warm-up call"
-      << (r.warmup == 1 ? "" : "s") << ", then " << r.runs << " run" << (r.runs == 1 ? "" : "s")
+  out << ceilings_text(m);
+  out << "method: per layer and implementation, 1 checked call, "
+      << plural(r.warmup, "warm-up call") << ", then " << plural(r.runs, "run")
       << " timed with CUDA events";
   if (r.l2_flush) {
     out << ", L2 flushed before each (" << bytes_text(static_cast<double>(r.flush_bytes))
@@ -273,16 +393,18 @@ std::string format_bench_report(const BenchReport& r) {
   out << "check: inputs uniform in [-1, 1) (seed " << r.seed
       << "); every output is compared with cuDNN's IMPLICIT_GEMM (fp32) within "
          "1e-4*sqrt(C*K*K) + 1e-4*|ref|, after the first call and after the last timed run\n";
-  out << "cuDNN: the fastest algorithm of cudnnFindConvolutionForwardAlgorithmEx with FMA math "
-         "(fp32, no TF32), timed the same way\n";
-  out << "GFLOP/s and % peak: the direct convolution's 2*C*K*K flops per output over the min "
-         "time; FFT and Winograd algorithms do fewer operations, so theirs may pass 100%\n";
+  out << "cuDNN: each variant is compared with cuDNN of its precision class; fp32: the fastest "
+         "algorithm of cudnnFindConvolutionForwardAlgorithmEx with FMA math (no TF32), timed the "
+         "same way\n";
+  out << "GFLOP/s: the direct convolution's 2*C*K*K flops per output over the min time; % SGEMM: "
+         "of the measured fp32 peak; % bound: the roofline bound's time over the min time, the "
+         "bound of the variant's class. FFT and Winograd algorithms do fewer operations, so "
+         "cuDNN's may pass 100%\n";
+  return out.str();
+}
 
-  for (std::size_t v = 0; v < r.variants.size(); ++v) {
-    out << "\nvariant " << r.variants[v].name << " (" << r.variants[v].file << ")\n";
-    out << variant_table(r, v);
-  }
-
+// The notes under the tables: failed checks and errors, cuDNN's own check.
+std::string notes_text(const BenchReport& r) {
   std::string notes;
   for (std::size_t v = 0; v < r.variants.size(); ++v) {
     for (const LayerResult& layer : r.layers) {
@@ -302,67 +424,162 @@ std::string format_bench_report(const BenchReport& r) {
     }
   }
   for (const LayerResult& layer : r.layers) {
-    if (!layer.cudnn.check.ok) {
-      notes += "cuDNN " + layer.cudnn.algorithm + ", " + layer.name + ": " +
-               std::to_string(layer.cudnn.check.mismatches) +
-               " outputs outside the tolerance of IMPLICIT_GEMM (worst error " +
-               printf_text("%.3g", layer.cudnn.check.worst_error) +
-               "): its transforms round more than a direct sum; shown for information\n";
+    for (const CudnnResult& cu : layer.cudnn) {
+      const std::string who = "cuDNN " + cu.precision + ", " + layer.name + ": ";
+      if (!cu.not_measured.empty()) {
+        notes += who + "not measured: " + cu.not_measured + "\n";
+      } else if (!cu.check.ok) {
+        notes += who + cu.algorithm + ": " + std::to_string(cu.check.mismatches) +
+                 " outputs outside the tolerance of IMPLICIT_GEMM (worst error " +
+                 printf_text("%.3g", cu.check.worst_error) +
+                 "): its transforms round more than a direct sum; shown for information\n";
+      }
     }
   }
+  return notes;
+}
+
+// Timing figures of one implementation as JSON, with its rates against both ceilings.
+json timing_json(const TimingStats& t, double flops, double peak,
+                 const std::optional<RooflineBound>& bound) {
+  json j = {{"min_s", t.min_s},
+            {"median_s", t.median_s},
+            {"max_s", t.max_s},
+            {"spread", t.spread()},
+            {"samples_s", t.samples_s},
+            {"gflops", gflops(flops, t.min_s)},
+            {"percent_of_peak", peak > 0 && t.min_s > 0 ? 100.0 * flops / t.min_s / peak : 0.0}};
+  if (bound) j["percent_of_bound"] = percent_of_bound(*bound, t.min_s);
+  return j;
+}
+
+json check_json(const OutputCheck& c) {
+  return {{"ok", c.ok},
+          {"atol", c.atol},
+          {"rtol", c.rtol},
+          {"worst_error", c.worst_error},
+          {"mismatches", c.mismatches},
+          {"first_mismatch", c.first_mismatch}};
+}
+
+json cudnn_json(const BenchMachine& m, const LayerResult& layer, const CudnnResult& cu) {
+  if (!cu.not_measured.empty()) return {{"not_measured", cu.not_measured}};
+  json candidates = json::array();
+  for (const CudnnCandidate& c : cu.candidates) {
+    candidates.push_back({{"algorithm", c.algorithm},
+                          {"status", c.status},
+                          {"time_s", c.time_s},
+                          {"workspace_bytes", c.workspace_bytes},
+                          {"math", c.math},
+                          {"eligible", c.eligible}});
+  }
+  json j = timing_json(cu.time, layer.shape.flops(), m.fp32_peak,
+                       class_bound(m, layer.shape, cu.precision));
+  j["algorithm"] = cu.algorithm;
+  j["workspace_bytes"] = cu.workspace_bytes;
+  j["math"] = cu.math;
+  j["find_time_s"] = cu.find_time_s;
+  j["workspace_limit_bytes"] = cu.workspace_limit;
+  j["check"] = check_json(cu.check);
+  j["candidates"] = candidates;
+  return j;
+}
+
+json variant_json(const BenchReport& r, const LayerResult& layer, std::size_t v) {
+  const VariantResult& vr = layer.variants.at(v);
+  const std::string& precision = r.variants.at(v).precision;
+  json j = {{"variant", vr.variant},
+            {"precision", precision},
+            {"status", bench_status_name(vr.status)},
+            {"message", vr.message}};
+  if (!timed(vr.status)) return j;
+  j.update(timing_json(vr.time, layer.shape.flops(), r.machine.fp32_peak,
+                       class_bound(r.machine, layer.shape, precision)));
+  const CudnnResult& cu = layer.cudnn_for(precision);
+  if (cu.not_measured.empty()) {
+    j["cudnn_over_ours"] = vr.time.min_s > 0 ? cu.time.min_s / vr.time.min_s : 0.0;
+  }
+  j["check"] = check_json(vr.check);
+  return j;
+}
+
+// The layer's work, compulsory traffic and intensity, and the bound of each class with a ceiling.
+json roofline_json(const BenchReport& r, const LayerResult& layer) {
+  const LayerTraffic t = conv_traffic(layer.shape);
+  json bounds = json::object();
+  for (std::string_view c : precision_classes()) {
+    if (const auto b = class_bound(r.machine, layer.shape, std::string(c))) {
+      bounds[std::string(c)] = {{"seconds", b->seconds},
+                                {"flops_per_s", b->flops_per_s},
+                                {"limit", b->memory_bound ? "memory" : "compute"}};
+    }
+  }
+  return {{"flops", t.flops}, {"bytes", t.bytes}, {"intensity", t.intensity()}, {"bounds", bounds}};
+}
+
+json layer_json(const BenchReport& r, const LayerResult& layer) {
+  json cudnn = json::object();
+  for (const CudnnResult& cu : layer.cudnn) cudnn[cu.precision] = cudnn_json(r.machine, layer, cu);
+  json variants = json::array();
+  for (std::size_t v = 0; v < layer.variants.size(); ++v) {
+    variants.push_back(variant_json(r, layer, v));
+  }
+  const ConvShape& s = layer.shape;
+  return {{"name", layer.name},
+          {"shape", {{"B", s.B}, {"M", s.M}, {"C", s.C}, {"H", s.H}, {"W", s.W}, {"K", s.K}}},
+          {"flops", s.flops()},
+          {"y_bytes", s.y_elements() * std::int64_t{sizeof(float)}},
+          {"roofline", roofline_json(r, layer)},
+          {"cudnn", cudnn},
+          {"variants", variants}};
+}
+
+json machine_json(const BenchMachine& m) {
+  const Ceilings c = m.ceilings();
+  return {{"gpu", m.gpu},
+          {"driver", m.driver},
+          {"cuda_driver", m.cuda_driver},
+          {"cuda_runtime", m.cuda_runtime},
+          {"cudnn", m.cudnn},
+          {"compute_capability", m.device.compute_capability},
+          {"sm_count", m.device.sm_count},
+          {"clock_hz", m.device.clock_hz},
+          {"memory_clock_hz", m.device.memory_clock_hz},
+          {"memory_bus_bits", m.device.memory_bus_bits},
+          {"l2_bytes", m.l2_bytes},
+          {"fp32_peak_flops", m.fp32_peak},
+          {"fp32_peak_method", m.fp32_peak_method},
+          {"physical_peak_flops", {{"fp32", c.fp32}, {"tf32", c.tf32}, {"fp16", c.fp16}}},
+          {"memory_bandwidth_bytes_per_s", m.hbm_bandwidth},
+          {"memory_bandwidth_method", m.hbm_method},
+          {"memory_bandwidth_theoretical_bytes_per_s", theoretical_bandwidth(m.device)}};
+}
+
+}  // namespace
+
+std::string format_bench_report(const BenchReport& r) {
+  std::ostringstream out;
+  out << header_text(r);
+  out << "\nroofline: bound = max(flops / class peak, compulsory bytes / measured bandwidth); x "
+         "and k read once, y written once, 4 bytes per value\n"
+      << roofline_table(r);
+  for (std::size_t v = 0; v < r.variants.size(); ++v) {
+    out << "\nvariant " << r.variants[v].name << " (" << r.variants[v].file << "), "
+        << r.variants[v].precision << " class\n";
+    out << variant_table(r, v);
+  }
+  const std::string notes = notes_text(r);
   if (!notes.empty()) out << "\n" << notes;
   return out.str();
 }
 
 std::string bench_report_json(const BenchReport& r, const std::string& version) {
-  const BenchMachine& m = r.machine;
-  const double peak = m.fp32_peak;
   json layers = json::array();
-  for (const LayerResult& layer : r.layers) {
-    const double f = layer.shape.flops();
-    const CudnnResult& cu = layer.cudnn;
-    json candidates = json::array();
-    for (const CudnnCandidate& c : cu.candidates) {
-      candidates.push_back({{"algorithm", c.algorithm},
-                            {"status", c.status},
-                            {"time_s", c.time_s},
-                            {"workspace_bytes", c.workspace_bytes},
-                            {"math", c.math},
-                            {"eligible", c.eligible}});
-    }
-    json cudnn = timing_json(cu.time, f, peak);
-    cudnn["algorithm"] = cu.algorithm;
-    cudnn["workspace_bytes"] = cu.workspace_bytes;
-    cudnn["math"] = cu.math;
-    cudnn["find_time_s"] = cu.find_time_s;
-    cudnn["workspace_limit_bytes"] = cu.workspace_limit;
-    cudnn["check"] = check_json(cu.check);
-    cudnn["candidates"] = candidates;
-
-    json variants = json::array();
-    for (const VariantResult& vr : layer.variants) {
-      json v = {{"variant", vr.variant},
-                {"status", bench_status_name(vr.status)},
-                {"message", vr.message}};
-      if (timed(vr.status)) {
-        v.update(timing_json(vr.time, f, peak));
-        v["cudnn_over_ours"] = vr.time.min_s > 0 ? cu.time.min_s / vr.time.min_s : 0.0;
-        v["check"] = check_json(vr.check);
-      }
-      variants.push_back(v);
-    }
-    const ConvShape& s = layer.shape;
-    layers.push_back(
-        {{"name", layer.name},
-         {"shape", {{"B", s.B}, {"M", s.M}, {"C", s.C}, {"H", s.H}, {"W", s.W}, {"K", s.K}}},
-         {"flops", f},
-         {"y_bytes", s.y_elements() * std::int64_t{sizeof(float)}},
-         {"cudnn", cudnn},
-         {"variants", variants}});
-  }
+  for (const LayerResult& layer : r.layers) layers.push_back(layer_json(r, layer));
   json variant_list = json::array();
-  for (const VariantInfo& v : r.variants)
-    variant_list.push_back({{"name", v.name}, {"file", v.file}});
+  for (const VariantInfo& v : r.variants) {
+    variant_list.push_back({{"name", v.name}, {"file", v.file}, {"precision", v.precision}});
+  }
   const json report = {{"convlab_version", version},
                        {"command", "bench"},
                        {"net", r.net},
@@ -374,19 +591,7 @@ std::string bench_report_json(const BenchReport& r, const std::string& version) 
                        {"l2_flush", r.l2_flush},
                        {"l2_flush_bytes", r.flush_bytes},
                        {"seed", r.seed},
-                       {"machine",
-                        {{"gpu", m.gpu},
-                         {"driver", m.driver},
-                         {"cuda_driver", m.cuda_driver},
-                         {"cuda_runtime", m.cuda_runtime},
-                         {"cudnn", m.cudnn},
-                         {"compute_capability", m.compute_capability},
-                         {"sm_count", m.sm_count},
-                         {"l2_bytes", m.l2_bytes},
-                         {"fp32_peak_flops", m.fp32_peak},
-                         {"fp32_peak_method", m.fp32_peak_method},
-                         {"memory_bandwidth_bytes_per_s", m.hbm_bandwidth},
-                         {"memory_bandwidth_method", m.hbm_method}}},
+                       {"machine", machine_json(r.machine)},
                        {"variants", variant_list},
                        {"layers", layers}};
   return report.dump(2) + "\n";

@@ -1,6 +1,7 @@
 /// @file
-/// @brief What `convlab bench` measured, and how it prints it: one text table per variant in
-/// the shape of the classic per-layer "ours vs cuDNN" tables, and a JSON report.
+/// @brief What `convlab bench` measured, and how it prints it: the roofline of every layer, one
+/// text table per variant in the shape of the classic per-layer "ours vs cuDNN" tables, and a
+/// JSON report (which the roofline plot, roofline_svg.hpp, is drawn from).
 ///
 /// These types hold plain numbers, so the formatting is the same with or without CUDA and can
 /// be tested anywhere; reference/bench/bench_gpu.cpp fills them on the GPU.
@@ -11,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "reference/bench/roofline.hpp"
 #include "reference/conv/conv_shape.hpp"
 
 namespace convlab {
@@ -89,8 +91,11 @@ struct CudnnCandidate {
   bool eligible = false;            ///< succeeded with fp32 FMA math (no tensor cores)
 };
 
-/// cuDNN on one layer: the fastest eligible algorithm, timed like the variants.
+/// cuDNN on one layer in one precision class: the fastest eligible algorithm, timed like the
+/// variants.
 struct CudnnResult {
+  std::string precision = "fp32";          ///< the class it was held to
+  std::string not_measured;                ///< why it was not measured ("" when it was)
   int algo_id = -1;                        ///< chosen algorithm's cudnnConvolutionFwdAlgo_t value
   std::string algorithm;                   ///< chosen algorithm
   std::size_t workspace_bytes = 0;         ///< its workspace
@@ -106,8 +111,11 @@ struct CudnnResult {
 struct LayerResult {
   std::string name;                     ///< layer name from the net description
   ConvShape shape;                      ///< sizes, B included
-  CudnnResult cudnn;                    ///< the library's figures
+  std::vector<CudnnResult> cudnn;       ///< the library, one per precision class the variants use
   std::vector<VariantResult> variants;  ///< one per variant, registry order
+
+  /// cuDNN of class `precision`; throws Error when the layer has none.
+  const CudnnResult& cudnn_for(const std::string& precision) const;
 };
 
 /// The GPU and libraries a report was measured with.
@@ -117,19 +125,22 @@ struct BenchMachine {
   std::string cuda_driver;       ///< CUDA version the driver supports
   std::string cuda_runtime;      ///< CUDA runtime version
   std::string cudnn;             ///< cuDNN version
-  int compute_capability = 0;    ///< e.g. 90
-  int sm_count = 0;              ///< streaming multiprocessors
+  DeviceSpec device;             ///< compute capability, SMs, clocks, memory bus
   std::int64_t l2_bytes = 0;     ///< L2 cache size
-  double fp32_peak = 0.0;        ///< measured fp32 FLOP/s
+  double fp32_peak = 0.0;        ///< measured fp32 FLOP/s (cuBLAS SGEMM)
   std::string fp32_peak_method;  ///< how it was measured
-  double hbm_bandwidth = 0.0;    ///< measured bytes/s
+  double hbm_bandwidth = 0.0;    ///< measured bytes/s (device-to-device copy)
   std::string hbm_method;        ///< how it was measured
+
+  /// The roofline's ceilings: the device's physical peaks and the measured bandwidth.
+  Ceilings ceilings() const { return physical_ceilings(device, hbm_bandwidth); }
 };
 
 /// A variant as the report names it.
 struct VariantInfo {
   std::string name;  ///< registry name
   std::string file;  ///< where its code lives (the student file or the staff solution)
+  std::string precision = "fp32";  ///< its precision class: it is compared with cuDNN of it
 };
 
 /// Everything one `convlab bench` run measured.
@@ -148,12 +159,16 @@ struct BenchReport {
   std::vector<LayerResult> layers;    ///< one per layer of the net
 };
 
-/// The report as text: a header (GPU, measured peak and bandwidth, method), then for each
-/// variant a table with one row per layer (times, cuDNN's algorithm and workspace, GFLOP/s and
-/// percent of peak for both, the check) and a total row, then the details of failed checks.
+/// The report as text: a header (GPU, physical and measured peaks, measured and theoretical
+/// bandwidth, method), the roofline table (per layer: flops, compulsory bytes, intensity and
+/// the bound of each precision class in use), then for each variant a table with one row per
+/// layer (times, cuDNN of its class with its algorithm and workspace, GFLOP/s, percent of the
+/// measured SGEMM peak and of the roofline bound for both, the check) and a total row, then
+/// the details of failed checks.
 std::string format_bench_report(const BenchReport& report);
 
-/// The report as JSON text (every sample, every cudnnFind candidate).
+/// The report as JSON text (every sample, every cudnnFind candidate, the roofline of every
+/// layer; docs/performance.md lists the keys).
 std::string bench_report_json(const BenchReport& report, const std::string& version);
 
 /// Exit status of a report: 0 when every variant that ran matched the oracle (stubs not yet

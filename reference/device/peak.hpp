@@ -32,9 +32,9 @@ struct MemoryBandwidth {
 
 /// Measures once per process and caches the result; throws CudaError when there is no GPU.
 ///
-/// A copy kernel (16-byte loads and stores, grid-stride) from one 512 MiB buffer to another,
-/// both far larger than L2; one warm-up copy, then the best of 10 timed with CUDA events. The
-/// figure counts the bytes read and the bytes written.
+/// cudaMemcpyAsync device to device from one 512 MiB buffer to another, both far larger than
+/// L2; one warm-up copy, then the best of 10 timed with CUDA events. The figure counts the
+/// bytes read and the bytes written.
 const MemoryBandwidth& measured_memory_bandwidth();
 
 }  // namespace convlab

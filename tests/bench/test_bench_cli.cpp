@@ -1,11 +1,18 @@
 // `convlab bench` end to end, the paths that need no GPU: bad options and bad description files
-// give one clear error and a non-zero exit; a build without CUDA says that bench needs one.
+// give one clear error and a non-zero exit; a build without CUDA says that bench needs one;
+// --from-json draws the roofline plot of earlier reports anywhere.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
+#include <vector>
 
+#include "reference/bench/bench_report.hpp"
 #include "reference/conv/variant_table.hpp"
+#include "tests/bench/sample_report.hpp"
 #include "tests/support/test_support.hpp"
 
 #ifdef CONVLAB_HAVE_CUDA
@@ -92,3 +99,63 @@ TEST_CASE("bench on a machine without a GPU says it needs one" *
   check_clear_error(convlab_bench("--net ece408 --runs 1"), "convlab bench needs a CUDA GPU");
 }
 #endif
+
+TEST_CASE("bench --from-json draws the roofline plot of earlier reports, no GPU needed") {
+  convlab::test::TempDir dir;
+  const std::string report = (dir.path() / "two-conv.json").string();
+  const std::string svg = (dir.path() / "roofline.svg").string();
+  std::ofstream(report) << convlab::bench_report_json(convlab::test::sample_report(), "0.1.0");
+
+  const Result ok = convlab_bench("--from-json " + report + " --svg " + svg);
+  CAPTURE(ok.output);
+  CHECK(ok.code == 0);
+  CHECK(ok.output.find("roofline plot: " + svg + " (5 points)") != std::string::npos);
+  std::ifstream in(svg);
+  const std::string drawn((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(drawn.rfind("<svg xmlns=", 0) == 0);
+  CHECK(count_of(drawn, "<g class=\"point ") == 5);
+  // Two reports, one plot.
+  CHECK(convlab_bench("--from-json " + report + " " + report + " --svg " + svg).code == 0);
+
+  check_clear_error(convlab_bench("--from-json " + report),
+                    "--from-json only draws the roofline plot: add --svg FILE");
+  check_clear_error(
+      convlab_bench("--from-json " + (dir.path() / "absent.json").string() + " --svg " + svg),
+      "cannot read the bench report");
+  const std::string broken = (dir.path() / "broken.json").string();
+  std::ofstream(broken) << "{";
+  check_clear_error(convlab_bench("--from-json " + broken + " --svg " + svg),
+                    broken + ": not a bench report this convlab can draw");
+  check_clear_error(convlab_bench("--from-json " + report + " --svg /nonexistent/dir/r.svg"),
+                    "cannot write the roofline plot to /nonexistent/dir/r.svg");
+  // Options of a measurement have no meaning for a plot of earlier reports.
+  const Result mixed = convlab_bench("--from-json " + report + " --svg " + svg + " --net vgg16");
+  CHECK(mixed.code != 0);
+  CHECK(mixed.code < 128);
+  CHECK(mixed.output.find("--net excludes --from-json") != std::string::npos);
+}
+
+TEST_CASE("docs/performance.md's roofline plot is the one its reports draw") {
+  namespace fs = std::filesystem;
+  const fs::path perf = convlab::test::source_dir() / "docs" / "perf";
+  std::vector<std::string> reports;
+  for (const fs::directory_entry& e : fs::directory_iterator(perf)) {
+    const std::string name = e.path().filename().string();
+    if (name.starts_with("bench-") && name.ends_with(".json")) reports.push_back(e.path().string());
+  }
+  std::sort(reports.begin(), reports.end());  // the order tools/performance-page.sh gives
+  REQUIRE(!reports.empty());
+  std::string args;
+  for (const std::string& r : reports) args += " " + r;
+  convlab::test::TempDir dir;
+  const fs::path svg = dir.path() / "roofline.svg";
+  const Result r = convlab_bench("--from-json" + args + " --svg " + svg.string());
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  const auto read = [](const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  CHECK_MESSAGE(read(svg) == read(perf / "roofline.svg"),
+                "docs/perf/roofline.svg is not what docs/perf/bench-*.json draw: run "
+                "tools/performance-page.sh --draw");
+}

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -29,16 +30,21 @@ struct Run {
   int code = 0;
   std::string output;
   json report;
+  std::string svg;  // the roofline plot
 };
 
 Run bench(const std::string& args) {
   convlab::test::TempDir dir;
   const std::string file = (dir.path() / "bench.json").string();
+  const std::string svg = (dir.path() / "roofline.svg").string();
   Run r;
-  r.code = convlab::test::run_command(
-      convlab::test::convlab_binary().string() + " bench " + args + " --json " + file, &r.output);
+  r.code = convlab::test::run_command(convlab::test::convlab_binary().string() + " bench " + args +
+                                          " --json " + file + " --svg " + svg,
+                                      &r.output);
   std::ifstream in(file);
   if (in) r.report = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  std::ifstream plot(svg);
+  r.svg.assign(std::istreambuf_iterator<char>(plot), std::istreambuf_iterator<char>());
   return r;
 }
 
@@ -47,17 +53,27 @@ std::size_t layers_of(const std::string& net) {
       .layers.size();
 }
 
-// Every layer of `r` has cuDNN's figures and, for each variant, status ok with positive times.
+// Every layer of `r` has its roofline, cuDNN's fp32 figures and, for each variant, status ok
+// with positive times; the plot has a point for each.
 void check_rows(const Run& r, std::size_t layers, std::size_t variants) {
   REQUIRE(r.report.is_object());
   const json& m = r.report.at("machine");
   CHECK(m.at("fp32_peak_flops").get<double>() > 1e11);
   CHECK(m.at("memory_bandwidth_bytes_per_s").get<double>() > 1e10);
+  CHECK(m.at("memory_bandwidth_theoretical_bytes_per_s").get<double>() > 1e10);
+  CHECK(m.at("clock_hz").get<double>() > 1e8);
   CHECK(!m.at("gpu").get<std::string>().empty());
+  // The measured SGEMM peak stays under the physical one, where the GPU is in the table.
+  const double physical = m.at("physical_peak_flops").at("fp32").get<double>();
+  if (physical > 0) CHECK(m.at("fp32_peak_flops").get<double>() < physical);
   REQUIRE(r.report.at("layers").size() == layers);
+  CHECK(r.svg.find("<svg") == 0);
+  CHECK(r.svg.find("<g class=\"point cudnn\">") != std::string::npos);
   for (const json& layer : r.report.at("layers")) {
     CAPTURE(layer.at("name").get<std::string>());
-    const json& cu = layer.at("cudnn");
+    CHECK(layer.at("roofline").at("intensity").get<double>() > 0);
+    if (physical > 0) CHECK(layer.at("roofline").at("bounds").at("fp32").at("seconds") > 0);
+    const json& cu = layer.at("cudnn").at("fp32");
     CHECK(cu.at("min_s").get<double>() > 0);
     CHECK(cu.at("median_s").get<double>() >= cu.at("min_s").get<double>());
     CHECK(!cu.at("algorithm").get<std::string>().empty());
@@ -72,6 +88,8 @@ void check_rows(const Run& r, std::size_t layers, std::size_t variants) {
       CHECK(v.at("samples_s").size() == r.report.at("runs").get<std::size_t>());
       CHECK(v.at("check").at("ok") == true);
       CHECK(v.at("gflops").get<double>() > 0);
+      CHECK(v.at("precision") == "fp32");
+      if (physical > 0) CHECK(v.at("percent_of_bound").get<double>() > 0);
     }
   }
 }
@@ -86,7 +104,10 @@ TEST_CASE("bench of the project's layer: a row per layer, positive times, correc
   CHECK(r.code == 0);
   CHECK(r.output.find("variant best") != std::string::npos);
   CHECK(r.output.find("conv1") != std::string::npos);
-  CHECK(r.output.find("fp32 peak (measured)") != std::string::npos);
+  CHECK(r.output.find("measured (cuBLAS SGEMM") != std::string::npos);
+  CHECK(r.output.find("GB/s theoretical") != std::string::npos);
+  CHECK(r.output.find("fp32 bound (ms)") != std::string::npos);
+  CHECK(r.output.find("roofline plot: ") != std::string::npos);
   check_rows(r, layers_of("ece408"), 1);
   CHECK(r.report.at("batch") == 64);
   CHECK(r.report.at("layers").at(0).at("shape").at("B") == 64);
@@ -135,11 +156,14 @@ TEST_CASE("wrong, lazy, unwritten and failing launchers get their own rows; the 
           {"name": "b", "C": 2, "M": 4, "H": 9, "W": 11, "K": 5}]})",
       "odd.json");
   const std::vector<convlab::BenchCandidate> candidates{
-      {"cudnn", "reference/conv/cudnn_conv.cu", &convlab::conv_forward_cudnn},
-      {"zeros", "here", &zeros},
-      {"lazy", "here", &lazy},
-      {"stub", "here", &stub},
-      {"unsupported", "here", &unsupported}};
+      {"cudnn", "reference/conv/cudnn_conv.cu", &convlab::conv_forward_cudnn, "fp32"},
+      {"zeros", "here", &zeros, "fp32"},
+      {"lazy", "here", &lazy, "fp32"},
+      {"stub", "here", &stub, "fp32"},
+      {"unsupported", "here", &unsupported, "fp32"},
+      // A tf32-class candidate: compared with cuDNN of its class, which the bench does not
+      // time yet, so its rows say "not measured" and it gets no ratio.
+      {"as_tf32", "here", &convlab::conv_forward_cudnn, "tf32"}};
   convlab::BenchOptions opt;
   opt.runs = 2;
   const convlab::BenchReport r =
@@ -148,8 +172,10 @@ TEST_CASE("wrong, lazy, unwritten and failing launchers get their own rows; the 
   for (const convlab::LayerResult& layer : r.layers) {
     CAPTURE(layer.name);
     REQUIRE(layer.variants.size() == candidates.size());
-    CHECK(layer.cudnn.time.min_s > 0);
-    CHECK(layer.cudnn.check.ok);
+    REQUIRE(layer.cudnn.size() == 2);
+    CHECK(layer.cudnn_for("fp32").time.min_s > 0);
+    CHECK(layer.cudnn_for("fp32").check.ok);
+    CHECK(!layer.cudnn_for("tf32").not_measured.empty());
     const auto& v = layer.variants;
     CHECK(v[0].status == convlab::BenchStatus::ok);
     CHECK(v[0].time.samples_s.size() == 2);
@@ -160,6 +186,7 @@ TEST_CASE("wrong, lazy, unwritten and failing launchers get their own rows; the 
     CHECK(v[3].message.find("student/final/9_stub.cu") != std::string::npos);
     CHECK(v[4].status == convlab::BenchStatus::error);
     CHECK(v[4].message == "this shape is not supported");
+    CHECK(v[5].status == convlab::BenchStatus::ok);
   }
   // Right on its first call (layer a), never again: caught by the check of the last timed run.
   CHECK(r.layers[0].variants[2].status == convlab::BenchStatus::wrong);
@@ -169,5 +196,7 @@ TEST_CASE("wrong, lazy, unwritten and failing launchers get their own rows; the 
   const std::string text = convlab::format_bench_report(r);
   CHECK(text.find("zeros, a: WRONG") != std::string::npos);
   CHECK(text.find("unsupported, b: error: this shape is not supported") != std::string::npos);
+  CHECK(text.find("variant as_tf32 (here), tf32 class") != std::string::npos);
+  CHECK(text.find("cuDNN tf32, a: not measured") != std::string::npos);
   CHECK(convlab::bench_exit_code(r) == 3);
 }

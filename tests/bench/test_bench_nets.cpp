@@ -15,6 +15,7 @@
 #include "reference/bench/net_description.hpp"
 #include "reference/core/error.hpp"
 #include "reference/model/model.hpp"
+#include "tests/bench/sample_report.hpp"
 #include "tests/support/test_support.hpp"
 
 namespace {
@@ -249,68 +250,26 @@ TEST_CASE("output check: tolerance grows with the sum's length; NaN and misplace
   CHECK(!convlab::check_output(out, ref, s, tol).ok);
 }
 
-namespace {
-
-// A report as the GPU side would fill it: two layers, cuDNN, and two variants of which one
-// is fast but wrong on the second layer and one is a stub.
-convlab::BenchReport sample_report() {
-  using convlab::BenchStatus;
-  convlab::BenchReport r;
-  r.net = "two-conv";
-  r.net_file = "datasets/nets/two-conv.json";
-  r.batch = 10000;
-  r.impl = "solution";
-  r.warmup = 1;
-  r.runs = 3;
-  r.flush_bytes = 100 << 20;
-  r.machine.gpu = "Test GPU";
-  r.machine.compute_capability = 90;
-  r.machine.fp32_peak = 50e12;
-  r.machine.hbm_bandwidth = 3e12;
-  r.variants = {{"baseline", "reference/solutions/m3/conv_baseline.cu"},
-                {"unroll", "reference/solutions/final/3_unroll.cu"}};
-  const ConvShape shapes[] = {{10000, 8, 1, 28, 28, 5}, {10000, 16, 8, 12, 12, 3}};
-  for (int i = 0; i < 2; ++i) {
-    convlab::LayerResult l;
-    l.name = "conv" + std::to_string(i + 1);
-    l.shape = shapes[i];
-    l.cudnn.algorithm = "IMPLICIT_PRECOMP_GEMM";
-    l.cudnn.workspace_bytes = 3 << 20;
-    l.cudnn.time = convlab::summarize({2e-3, 2.2e-3, 2.1e-3});
-    convlab::VariantResult base;
-    base.variant = "baseline";
-    base.time = convlab::summarize({4e-3, 4.4e-3, 4.2e-3});
-    base.status = i == 0 ? BenchStatus::ok : BenchStatus::wrong;
-    base.check.ok = i == 0;
-    base.check.mismatches = i == 0 ? 0 : 17;
-    base.check.first_mismatch = i == 0 ? "" : "y[0][1][2][3] = 1, expected 2";
-    convlab::VariantResult stub;
-    stub.variant = "unroll";
-    stub.status = BenchStatus::not_implemented;
-    stub.message = "student/final/3_unroll.cu: not implemented yet";
-    l.variants = {base, stub};
-    r.layers.push_back(l);
-  }
-  return r;
-}
-
-}  // namespace
-
 TEST_CASE("the report: one table per variant, WRONG not celebrated, stubs shown, JSON complete") {
-  convlab::BenchReport r = sample_report();
+  convlab::BenchReport r = convlab::test::sample_report();
   const std::string text = convlab::format_bench_report(r);
   CAPTURE(text);
-  CHECK(text.find("variant baseline (reference/solutions/m3/conv_baseline.cu)") !=
+  CHECK(text.find("variant direct (reference/solutions/final/8_direct.cu), fp32 class") !=
         std::string::npos);
-  CHECK(text.find("variant unroll") != std::string::npos);
+  CHECK(text.find("variant tiled") != std::string::npos);
+  CHECK(text.find("variant tensor (reference/solutions/final/10_tensor.cu), tf32 class") !=
+        std::string::npos);
   CHECK(text.find("cuDNN algorithm") != std::string::npos);
   CHECK(text.find("IMPLICIT_PRECOMP_GEMM") != std::string::npos);
   CHECK(text.find("3.0 MiB") != std::string::npos);
   CHECK(text.find("not implemented") != std::string::npos);
   CHECK(text.find("WRONG") != std::string::npos);
-  CHECK(text.find("baseline, conv2: WRONG: 17 of") != std::string::npos);
-  // conv1 of the baseline: 4 ms against cuDNN's 2 ms is a ratio of 0.50.
+  CHECK(text.find("direct, conv2: WRONG: 17 of") != std::string::npos);
+  // conv1 of the direct variant: 4 ms against cuDNN's 2 ms is a ratio of 0.50.
   CHECK(text.find(" 0.50 ") != std::string::npos);
+  // cuDNN of the tf32 class is not measured yet: the tensor variant's rows say so.
+  CHECK(text.find("not measured") != std::string::npos);
+  CHECK(text.find("cuDNN tf32, conv1: not measured: ") != std::string::npos);
   CHECK(convlab::bench_exit_code(r) == 3);
 
   const nlohmann::json j = nlohmann::json::parse(convlab::bench_report_json(r, "0.1.0"));
@@ -319,16 +278,82 @@ TEST_CASE("the report: one table per variant, WRONG not celebrated, stubs shown,
   REQUIRE(j.at("layers").size() == 2);
   const auto& l1 = j.at("layers").at(0);
   CHECK(l1.at("shape").at("C") == 1);
-  CHECK(l1.at("cudnn").at("min_s") == 2e-3);
-  CHECK(l1.at("cudnn").at("algorithm") == "IMPLICIT_PRECOMP_GEMM");
+  CHECK(l1.at("cudnn").at("fp32").at("min_s") == 2e-3);
+  CHECK(l1.at("cudnn").at("fp32").at("algorithm") == "IMPLICIT_PRECOMP_GEMM");
+  CHECK(l1.at("cudnn").at("tf32").contains("not_measured"));
   CHECK(l1.at("variants").at(0).at("status") == "ok");
+  CHECK(l1.at("variants").at(0).at("precision") == "fp32");
   CHECK(l1.at("variants").at(0).at("cudnn_over_ours").get<double>() == doctest::Approx(0.5));
   CHECK(l1.at("variants").at(0).at("samples_s").size() == 3);
   CHECK(l1.at("variants").at(1).at("status") == "not_implemented");
   CHECK(!l1.at("variants").at(1).contains("min_s"));
+  CHECK(l1.at("variants").at(2).at("precision") == "tf32");
+  CHECK(!l1.at("variants").at(2).contains("cudnn_over_ours"));
   CHECK(j.at("layers").at(1).at("variants").at(0).at("status") == "wrong");
 
   // Only stubs and correct variants: success.
   r.layers[1].variants[0].status = convlab::BenchStatus::ok;
   CHECK(convlab::bench_exit_code(r) == 0);
+}
+
+TEST_CASE("the report's roofline: both peaks and bandwidths in the header, a bound per layer") {
+  const convlab::BenchReport r = convlab::test::sample_report();
+  const std::string text = convlab::format_bench_report(r);
+  CAPTURE(text);
+  CHECK(text.find("fp32 peak: 66.9 TFLOP/s physical (132 SMs x 256 flops per clock x 1980 MHz), "
+                  "51.7 TFLOP/s measured (cuBLAS SGEMM 8192^3)") != std::string::npos);
+  CHECK(text.find("tf32 535.3 TFLOP/s") != std::string::npos);
+  CHECK(text.find("fp16 1070.5 TFLOP/s") != std::string::npos);
+  CHECK(text.find("memory bandwidth: 2800 GB/s measured (cudaMemcpy device to device), 3352 GB/s "
+                  "theoretical (2 x 2619 MHz x 5120-bit bus)") != std::string::npos);
+  CHECK(text.find("fp32 bound (ms)") != std::string::npos);
+  CHECK(text.find("tf32 bound (ms)") != std::string::npos);
+  CHECK(text.find("fp16 bound (ms)") == std::string::npos);  // no fp16 variant in the report
+  // conv1: 2.304 GFLOP over 215.7 MB is 10.7 flops per byte; memory-bound at 2.8 TB/s, 77.0 us,
+  // which is 29.9 TFLOP/s.
+  CHECK(text.find("2.304") != std::string::npos);
+  CHECK(text.find("215.7") != std::string::npos);
+  CHECK(text.find("10.7") != std::string::npos);
+  CHECK(text.find("0.0770") != std::string::npos);
+  CHECK(text.find("29.9") != std::string::npos);
+  CHECK(text.find("memory") != std::string::npos);
+  // % bound: the direct variant's 4 ms is 1.9% of it, cuDNN's 2 ms 3.9%.
+  CHECK(text.find("% bound") != std::string::npos);
+  CHECK(text.find(" 1.9 ") != std::string::npos);
+  CHECK(text.find(" 3.9 ") != std::string::npos);
+
+  const nlohmann::json j = nlohmann::json::parse(convlab::bench_report_json(r, "0.1.0"));
+  const auto& m = j.at("machine");
+  CHECK(m.at("physical_peak_flops").at("fp32").get<double>() ==
+        doctest::Approx(66.9e12).epsilon(1e-3));
+  CHECK(m.at("physical_peak_flops").at("tf32").get<double>() ==
+        doctest::Approx(535.3e12).epsilon(1e-3));
+  CHECK(m.at("memory_bandwidth_theoretical_bytes_per_s").get<double>() ==
+        doctest::Approx(3.352e12).epsilon(1e-3));
+  CHECK(m.at("clock_hz") == 1.98e9);
+  const auto& roof = j.at("layers").at(0).at("roofline");
+  CHECK(roof.at("bytes") == 215680800.0);
+  CHECK(roof.at("intensity").get<double>() == doctest::Approx(10.683).epsilon(1e-3));
+  CHECK(roof.at("bounds").at("fp32").at("limit") == "memory");
+  CHECK(roof.at("bounds").at("fp32").at("seconds").get<double>() ==
+        doctest::Approx(77.03e-6).epsilon(1e-3));
+  CHECK(roof.at("bounds").contains("fp16"));
+  const auto& direct = j.at("layers").at(0).at("variants").at(0);
+  CHECK(direct.at("percent_of_bound").get<double>() == doctest::Approx(1.926).epsilon(1e-3));
+  CHECK(direct.at("percent_of_peak").get<double>() == doctest::Approx(1.114).epsilon(1e-3));
+  CHECK(j.at("layers").at(0).at("cudnn").at("fp32").at("percent_of_bound").get<double>() ==
+        doctest::Approx(3.851).epsilon(1e-3));
+}
+
+TEST_CASE("the report on a GPU outside the roofline's table: no bound, the rest as before") {
+  convlab::BenchReport r = convlab::test::sample_report();
+  r.machine.device.compute_capability = 120;
+  const std::string text = convlab::format_bench_report(r);
+  CAPTURE(text);
+  CHECK(text.find("physical peak not tabulated") != std::string::npos);
+  CHECK(text.find("tf32 none (not tabulated") != std::string::npos);
+  CHECK(text.find("51.7 TFLOP/s measured") != std::string::npos);
+  const nlohmann::json j = nlohmann::json::parse(convlab::bench_report_json(r, "0.1.0"));
+  CHECK(j.at("layers").at(0).at("roofline").at("bounds").empty());
+  CHECK(!j.at("layers").at(0).at("variants").at(0).contains("percent_of_bound"));
 }

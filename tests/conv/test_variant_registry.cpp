@@ -125,7 +125,6 @@ const std::map<std::string, std::string> kAllowed{
     {"tests/grader/db/", "sample reports: the database stores a variant as an opaque label"},
     {"tests/grader/leaderboard/", "sample boards: the leaderboard shows a variant as a label"},
     {"tests/grader/class/test_ingest_slurm_units.cpp", "sample reports, as for the database"},
-    {"tests/bench/test_bench_nets.cpp", "a sample bench report: its variant is a label"},
     {"tests/grader/release/test_release.cpp",
      "fixtures of the release's scan for entry points defined outside student/"},
     {"tests/conv/test_variant_registry.cpp", "this test: the ids that are ordinary words"},

@@ -12,6 +12,7 @@
 
 #include "grader/leaderboard/leaderboard.hpp"
 #include "reference/core/error.hpp"
+#include "reference/core/svg.hpp"
 #include "tests/grader/leaderboard/sample_board.hpp"
 #include "tests/support/test_support.hpp"
 
@@ -237,7 +238,7 @@ TEST_CASE("anonymous labels: a keyed hash, stable per key, unique on the board")
     for (const std::string& word : {t.team, t.team.substr(0, 12)}) {
       CHECK_MESSAGE(text.find(word) == std::string::npos, word);
       CHECK_MESSAGE(csv.find(word) == std::string::npos, word);
-      CHECK_MESSAGE(html.find(html_escape(word)) == std::string::npos, word);
+      CHECK_MESSAGE(html.find(convlab::svg::escape(word)) == std::string::npos, word);
     }
   }
   CHECK(html.find("anonymised") != std::string::npos);
@@ -284,7 +285,7 @@ TEST_CASE("team names are escaped in HTML, quoted in CSV, made printable in text
   CHECK(html.find("<script") == std::string::npos);
   CHECK(html.find("Tom &amp; &quot;Jerry&quot;") != std::string::npos);
   CHECK(html.find('\x1b') == std::string::npos);
-  CHECK(html_escape("a<b>&\"'") == "a&lt;b&gt;&amp;&quot;&#39;");
+  CHECK(convlab::svg::escape("a<b>&\"'") == "a&lt;b&gt;&amp;&quot;&#39;");
 
   const std::string csv = leaderboard_csv(b);
   CHECK(csv.find("\"'=HYPERLINK(\"\"http://evil\"\"),x\"") != std::string::npos);
@@ -323,7 +324,7 @@ TEST_CASE("the HTML page is one self-contained document with the table and two c
   // A URL may only appear inside a team's (escaped) name, as text.
   std::string without_names = html;
   for (const LeaderboardRow& r : b.rows) {
-    const std::string name = html_escape(r.team);
+    const std::string name = convlab::svg::escape(r.team);
     for (std::size_t p; (p = without_names.find(name)) != std::string::npos;) {
       without_names.erase(p, name.size());
     }

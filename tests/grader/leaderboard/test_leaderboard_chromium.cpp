@@ -9,7 +9,9 @@
 #include <sstream>
 
 #include "grader/leaderboard/leaderboard.hpp"
+#include "reference/core/svg.hpp"
 #include "tests/grader/leaderboard/sample_board.hpp"
+#include "tests/support/browser.hpp"
 #include "tests/support/test_support.hpp"
 
 using namespace convlab;
@@ -17,8 +19,6 @@ using namespace convlab::grader;
 namespace fs = std::filesystem;
 
 namespace {
-
-const fs::path kChromium = "/usr/bin/chromium";
 
 std::string read_all(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
@@ -50,21 +50,10 @@ std::size_t occurrences(const std::string& text, const std::string& what) {
   return n;
 }
 
-std::string chromium(const fs::path& profile) {
-  // No sandbox: tests may run as root in a container; no GPU: none is needed to draw SVG.
-  return "timeout 120 " + kChromium.string() +
-         " --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --no-first-run"
-         " --hide-scrollbars --user-data-dir=" +
-         profile.string();
-}
-
 }  // namespace
 
 TEST_CASE("the leaderboard page renders in headless Chromium") {
-  if (!fs::exists(kChromium)) {
-    test::skip(kChromium.string() +
-               " not found: apt-get install chromium to render the HTML leaderboard");
-  }
+  test::require_chromium();
   const fs::path out = LEADERBOARD_OUT_DIR;
   const fs::path page = out / "leaderboard.html", dom = out / "leaderboard.dom.html",
                  png = out / "leaderboard.png", log = out / "chromium.log";
@@ -83,7 +72,7 @@ TEST_CASE("the leaderboard page renders in headless Chromium") {
   // Any other URL is inside a team's name, as text (one team is called =HYPERLINK("http://x")).
   std::string without_names = html;
   for (const LeaderboardRow& r : board.rows) {
-    const std::string name = html_escape(r.team);
+    const std::string name = convlab::svg::escape(r.team);
     for (std::size_t p; (p = without_names.find(name)) != std::string::npos;) {
       without_names.erase(p, name.size());
     }
@@ -94,8 +83,8 @@ TEST_CASE("the leaderboard page renders in headless Chromium") {
   test::TempDir profile;
   std::string output;
   const std::string url = "file://" + page.string();
-  int rc = test::run_command("{ " + chromium(profile.path()) + " --dump-dom '" + url + "' > '" +
-                                 dom.string() + "' 2> '" + log.string() + "'; }",
+  int rc = test::run_command("{ " + test::chromium_command(profile.path()) + " --dump-dom '" + url +
+                                 "' > '" + dom.string() + "' 2> '" + log.string() + "'; }",
                              &output);
   INFO("chromium log: " << read_all(log));
   REQUIRE(rc == 0);
@@ -122,7 +111,7 @@ TEST_CASE("the leaderboard page renders in headless Chromium") {
   CHECK(d.find("Distribution of team times") != std::string::npos);
   CHECK(d.find("Op Time of every variant, per team") != std::string::npos);
 
-  rc = test::run_command(chromium(profile.path()) + " --screenshot='" + png.string() +
+  rc = test::run_command(test::chromium_command(profile.path()) + " --screenshot='" + png.string() +
                              "' --window-size=1280,1600 '" + url + "'",
                          &output);
   INFO("chromium: " << output);
@@ -132,5 +121,11 @@ TEST_CASE("the leaderboard page renders in headless Chromium") {
   CHECK(image.rfind("\x89PNG\r\n\x1a\n", 0) == 0);
   // A blank 1280x1600 page compresses to a few kB; the table and charts take far more.
   CHECK(image.size() > 60000);
+  // And the pixels say so: the page's background is not all there is, and the team dots and
+  // the ranked variant's bars (#0072B2) are drawn.
+  const test::Image shot = test::read_png(png);
+  CHECK(shot.width == 1280);
+  CHECK(shot.count_unlike_background(16) > 50000);
+  CHECK(shot.count(0x0072B2, 24) > 500);
   MESSAGE("screenshot: " << png.string());
 }
