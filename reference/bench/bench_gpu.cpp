@@ -163,7 +163,7 @@ struct LayerRun {
 
 CudnnResult run_cudnn(CudnnFinder& cudnn, const LayerRun& run) {
   CudnnResult r;
-  r.precision = "fp32";
+  r.precision = Precision::fp32;
   DeviceBuffer ws;
   r.workspace_limit = allocate_workspace(ws, cudnn.largest_workspace());
   r.candidates = cudnn.find(run.buf.x.data(), run.buf.k.data(), run.buf.y.data(), ws.data(),
@@ -196,9 +196,8 @@ CudnnResult run_cudnn(CudnnFinder& cudnn, const LayerRun& run) {
 // cuDNN in precision class `precision`: the one place that picks the library call by class.
 // fp32 is CudnnFinder's FMA math; the tf32 and fp16 classes (tensor-op math) are not wired
 // into the bench yet, and their rows say so.
-CudnnResult run_cudnn_of_class(CudnnFinder& cudnn, const LayerRun& run,
-                               const std::string& precision) {
-  if (precision == "fp32") return run_cudnn(cudnn, run);
+CudnnResult run_cudnn_of_class(CudnnFinder& cudnn, const LayerRun& run, Precision precision) {
+  if (precision == Precision::fp32) return run_cudnn(cudnn, run);
   CudnnResult r;
   r.precision = precision;
   r.not_measured = "the bench times cuDNN in the fp32 class only, so far";
@@ -250,7 +249,7 @@ std::vector<BenchCandidate> bench_candidates(const BenchOptions& opt) {
   std::vector<BenchCandidate> out;
   for (const GpuVariant* v : chosen) {
     out.push_back({std::string(v->name), code_file(*v, opt.impl), v->launcher(opt.impl),
-                   std::string(find_variant(v->name).precision)});
+                   parse_precision(find_variant(v->name).precision)});
   }
   return out;
 }
@@ -273,12 +272,12 @@ BenchReport measure_bench(const NetDescription& net, const std::vector<ConvShape
   report.runs = opt.runs;
   report.l2_flush = opt.flush_l2;
   report.seed = kBenchSeed;
-  std::vector<std::string> used;
+  std::vector<Precision> used;
   for (const BenchCandidate& c : candidates) {
     report.variants.push_back({c.name, c.file, c.precision});
     used.push_back(c.precision);
   }
-  const std::vector<std::string> classes = classes_in_use(used);
+  const std::vector<Precision> classes = classes_in_use(used);
   if (tty) progress << "measuring the fp32 peak and the memory bandwidth..." << std::endl;
   report.machine = describe_machine();
 
@@ -308,7 +307,7 @@ BenchReport measure_bench(const NetDescription& net, const std::vector<ConvShape
     oracle_ws = DeviceBuffer();
 
     const LayerRun run{s, buf, ref, stream, flusher, opt};
-    for (const std::string& c : classes) {
+    for (Precision c : classes) {
       result.cudnn.push_back(run_cudnn_of_class(cudnn, run, c));
     }
     for (const BenchCandidate& c : candidates) result.variants.push_back(run_variant(c, run));

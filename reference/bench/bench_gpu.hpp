@@ -16,10 +16,10 @@ namespace convlab {
 
 /// A GPU convolution to bench: a registry variant, or any launcher with the variants' signature.
 struct BenchCandidate {
-  std::string name;       ///< as the report prints it
-  std::string file;       ///< where its code lives
-  GpuConvFn launcher;     ///< the function timed and checked
-  std::string precision;  ///< its precision class ("fp32", "tf32", "fp16"): cuDNN of it is its row
+  std::string name;                       ///< as the report prints it
+  std::string file;                       ///< where its code lives
+  GpuConvFn launcher;                     ///< the function timed and checked
+  Precision precision = Precision::fp32;  ///< its class: cuDNN of that class is its comparison
 };
 
 /// The registry variants `options` asks for (its variant name or "all"), with their launchers

@@ -98,11 +98,12 @@ const char* bench_status_name(BenchStatus status) {
   return "error";
 }
 
-const CudnnResult& LayerResult::cudnn_for(const std::string& precision) const {
+const CudnnResult& LayerResult::cudnn_for(Precision precision) const {
   for (const CudnnResult& c : cudnn) {
     if (c.precision == precision) return c;
   }
-  throw Error("layer " + name + " has no cuDNN figures of the " + precision + " class");
+  throw Error("layer " + name + " has no cuDNN figures of the " +
+              std::string(precision_name(precision)) + " class");
 }
 
 namespace {
@@ -150,15 +151,15 @@ std::string plural(std::size_t n, const std::string& word) {
 // The roofline bound of `shape` in class `precision` on the report's GPU, or none where the
 // class has no tabulated ceiling (or nothing was measured).
 std::optional<RooflineBound> class_bound(const BenchMachine& m, const ConvShape& shape,
-                                         const std::string& precision) {
+                                         Precision precision) {
   const Ceilings c = m.ceilings();
   if (!(c.peak(precision) > 0) || !(c.bandwidth > 0)) return std::nullopt;
   return roofline_bound(conv_traffic(shape), c.peak(precision), c.bandwidth);
 }
 
 // The classes the report's roofline table shows.
-std::vector<std::string> report_classes(const BenchReport& r) {
-  std::vector<std::string> used;
+std::vector<Precision> report_classes(const BenchReport& r) {
+  std::vector<Precision> used;
   for (const VariantInfo& v : r.variants) used.push_back(v.precision);
   return classes_in_use(used);
 }
@@ -236,7 +237,7 @@ const char* status_cell(BenchStatus s) {
 std::vector<std::string> layer_row(const BenchReport& r, const LayerResult& layer, std::size_t v,
                                    Totals& tot) {
   const VariantResult& vr = layer.variants.at(v);
-  const std::string& precision = r.variants.at(v).precision;
+  const Precision precision = r.variants.at(v).precision;
   const CudnnResult& cu = layer.cudnn_for(precision);
   const bool has_cudnn = cu.not_measured.empty();
   const double f = layer.shape.flops(), peak = r.machine.fp32_peak;
@@ -299,10 +300,11 @@ std::string variant_table(const BenchReport& r, std::size_t v) {
 
 // Per layer: work, compulsory traffic, intensity, and the bound of every class in use.
 std::string roofline_table(const BenchReport& r) {
-  const std::vector<std::string> classes = report_classes(r);
+  const std::vector<Precision> classes = report_classes(r);
   std::vector<std::string> header{"layer", "shape", "GFLOP", "MB moved", "flops/byte"};
-  for (const std::string& c : classes) {
-    header.insert(header.end(), {c + " bound (ms)", "TFLOP/s", "limit"});
+  for (Precision c : classes) {
+    header.insert(header.end(),
+                  {std::string(precision_name(c)) + " bound (ms)", "TFLOP/s", "limit"});
   }
   std::vector<std::vector<std::string>> rows;
   for (const LayerResult& layer : r.layers) {
@@ -310,7 +312,7 @@ std::string roofline_table(const BenchReport& r) {
     std::vector<std::string> row{
         layer.name, shape_text(layer.shape), printf_text("%.3f", t.flops / 1e9),
         printf_text("%.1f", t.bytes / 1e6), printf_text("%.1f", t.intensity())};
-    for (const std::string& c : classes) {
+    for (Precision c : classes) {
       const std::optional<RooflineBound> b = class_bound(r.machine, layer.shape, c);
       if (b) {
         row.insert(row.end(), {ms_text(b->seconds), printf_text("%.1f", b->flops_per_s / 1e12),
@@ -425,7 +427,8 @@ std::string notes_text(const BenchReport& r) {
   }
   for (const LayerResult& layer : r.layers) {
     for (const CudnnResult& cu : layer.cudnn) {
-      const std::string who = "cuDNN " + cu.precision + ", " + layer.name + ": ";
+      const std::string who =
+          "cuDNN " + std::string(precision_name(cu.precision)) + ", " + layer.name + ": ";
       if (!cu.not_measured.empty()) {
         notes += who + "not measured: " + cu.not_measured + "\n";
       } else if (!cu.check.ok) {
@@ -487,9 +490,9 @@ json cudnn_json(const BenchMachine& m, const LayerResult& layer, const CudnnResu
 
 json variant_json(const BenchReport& r, const LayerResult& layer, std::size_t v) {
   const VariantResult& vr = layer.variants.at(v);
-  const std::string& precision = r.variants.at(v).precision;
+  const Precision precision = r.variants.at(v).precision;
   json j = {{"variant", vr.variant},
-            {"precision", precision},
+            {"precision", precision_name(precision)},
             {"status", bench_status_name(vr.status)},
             {"message", vr.message}};
   if (!timed(vr.status)) return j;
@@ -507,11 +510,11 @@ json variant_json(const BenchReport& r, const LayerResult& layer, std::size_t v)
 json roofline_json(const BenchReport& r, const LayerResult& layer) {
   const LayerTraffic t = conv_traffic(layer.shape);
   json bounds = json::object();
-  for (std::string_view c : precision_classes()) {
-    if (const auto b = class_bound(r.machine, layer.shape, std::string(c))) {
-      bounds[std::string(c)] = {{"seconds", b->seconds},
-                                {"flops_per_s", b->flops_per_s},
-                                {"limit", b->memory_bound ? "memory" : "compute"}};
+  for (Precision c : precision_classes()) {
+    if (const auto b = class_bound(r.machine, layer.shape, c)) {
+      bounds[std::string(precision_name(c))] = {{"seconds", b->seconds},
+                                                {"flops_per_s", b->flops_per_s},
+                                                {"limit", b->memory_bound ? "memory" : "compute"}};
     }
   }
   return {{"flops", t.flops}, {"bytes", t.bytes}, {"intensity", t.intensity()}, {"bounds", bounds}};
@@ -519,7 +522,9 @@ json roofline_json(const BenchReport& r, const LayerResult& layer) {
 
 json layer_json(const BenchReport& r, const LayerResult& layer) {
   json cudnn = json::object();
-  for (const CudnnResult& cu : layer.cudnn) cudnn[cu.precision] = cudnn_json(r.machine, layer, cu);
+  for (const CudnnResult& cu : layer.cudnn) {
+    cudnn[std::string(precision_name(cu.precision))] = cudnn_json(r.machine, layer, cu);
+  }
   json variants = json::array();
   for (std::size_t v = 0; v < layer.variants.size(); ++v) {
     variants.push_back(variant_json(r, layer, v));
@@ -565,7 +570,7 @@ std::string format_bench_report(const BenchReport& r) {
       << roofline_table(r);
   for (std::size_t v = 0; v < r.variants.size(); ++v) {
     out << "\nvariant " << r.variants[v].name << " (" << r.variants[v].file << "), "
-        << r.variants[v].precision << " class\n";
+        << precision_name(r.variants[v].precision) << " class\n";
     out << variant_table(r, v);
   }
   const std::string notes = notes_text(r);
@@ -578,7 +583,8 @@ std::string bench_report_json(const BenchReport& r, const std::string& version) 
   for (const LayerResult& layer : r.layers) layers.push_back(layer_json(r, layer));
   json variant_list = json::array();
   for (const VariantInfo& v : r.variants) {
-    variant_list.push_back({{"name", v.name}, {"file", v.file}, {"precision", v.precision}});
+    variant_list.push_back(
+        {{"name", v.name}, {"file", v.file}, {"precision", precision_name(v.precision)}});
   }
   const json report = {{"convlab_version", version},
                        {"command", "bench"},

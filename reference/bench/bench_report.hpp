@@ -94,7 +94,7 @@ struct CudnnCandidate {
 /// cuDNN on one layer in one precision class: the fastest eligible algorithm, timed like the
 /// variants.
 struct CudnnResult {
-  std::string precision = "fp32";          ///< the class it was held to
+  Precision precision = Precision::fp32;   ///< the class it was held to
   std::string not_measured;                ///< why it was not measured ("" when it was)
   int algo_id = -1;                        ///< chosen algorithm's cudnnConvolutionFwdAlgo_t value
   std::string algorithm;                   ///< chosen algorithm
@@ -115,7 +115,7 @@ struct LayerResult {
   std::vector<VariantResult> variants;  ///< one per variant, registry order
 
   /// cuDNN of class `precision`; throws Error when the layer has none.
-  const CudnnResult& cudnn_for(const std::string& precision) const;
+  const CudnnResult& cudnn_for(Precision precision) const;
 };
 
 /// The GPU and libraries a report was measured with.
@@ -140,7 +140,7 @@ struct BenchMachine {
 struct VariantInfo {
   std::string name;  ///< registry name
   std::string file;  ///< where its code lives (the student file or the staff solution)
-  std::string precision = "fp32";  ///< its precision class: it is compared with cuDNN of it
+  Precision precision = Precision::fp32;  ///< its class: it is compared with cuDNN of it
 };
 
 /// Everything one `convlab bench` run measured.

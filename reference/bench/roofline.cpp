@@ -3,27 +3,17 @@
 #include "reference/bench/roofline.hpp"
 
 #include <algorithm>
-#include <array>
-#include <string>
 
 #include "reference/core/error.hpp"
 
 namespace convlab {
 
-namespace {
-
-constexpr std::array<std::string_view, 3> kClasses{"fp32", "tf32", "fp16"};
-
-}  // namespace
-
-std::span<const std::string_view> precision_classes() {
-  return kClasses;
-}
-
-std::vector<std::string> classes_in_use(const std::vector<std::string>& used) {
-  std::vector<std::string> out;
-  for (std::string_view c : kClasses) {
-    if (c == "fp32" || std::find(used.begin(), used.end(), c) != used.end()) out.emplace_back(c);
+std::vector<Precision> classes_in_use(const std::vector<Precision>& used) {
+  std::vector<Precision> out;
+  for (Precision c : precision_classes()) {
+    if (c == Precision::fp32 || std::find(used.begin(), used.end(), c) != used.end()) {
+      out.push_back(c);
+    }
   }
   return out;
 }
@@ -78,12 +68,16 @@ double theoretical_bandwidth(const DeviceSpec& d) {
   return 2.0 * d.memory_clock_hz * d.memory_bus_bits / 8.0;
 }
 
-double Ceilings::peak(std::string_view precision) const {
-  if (precision == "fp32") return fp32;
-  if (precision == "tf32") return tf32;
-  if (precision == "fp16") return fp16;
-  throw Error("unknown precision class '" + std::string(precision) +
-              "': the roofline knows fp32, tf32 and fp16");
+double Ceilings::peak(Precision precision) const {
+  switch (precision) {
+    case Precision::fp32:
+      return fp32;
+    case Precision::tf32:
+      return tf32;
+    case Precision::fp16:
+      return fp16;
+  }
+  return 0.0;
 }
 
 Ceilings physical_ceilings(const DeviceSpec& d, double bandwidth) {

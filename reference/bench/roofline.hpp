@@ -10,21 +10,16 @@
 /// side (reference/bench/bench_gpu.cpp) reads the device attributes and measures the bandwidth.
 #pragma once
 
-#include <span>
-#include <string>
-#include <string_view>
 #include <vector>
 
 #include "reference/conv/conv_shape.hpp"
+#include "reference/conv/precision.hpp"
 
 namespace convlab {
 
-/// The precision classes of reference/conv/variants.def, in the order reports list them.
-std::span<const std::string_view> precision_classes();
-
 /// The classes a report shows: fp32 (the oracle's and the reference class) and every class in
 /// `used` (the variants' classes, repeats allowed), in precision_classes() order.
-std::vector<std::string> classes_in_use(const std::vector<std::string>& used);
+std::vector<Precision> classes_in_use(const std::vector<Precision>& used);
 
 /// What the device attributes say about a GPU's compute and memory limits.
 struct DeviceSpec {
@@ -57,8 +52,8 @@ struct Ceilings {
   double fp16 = 0.0;       ///< FLOP/s, 0 when not tabulated
   double bandwidth = 0.0;  ///< bytes/s
 
-  /// The peak of class `precision` ("fp32", "tf32" or "fp16"); throws Error for another name.
-  double peak(std::string_view precision) const;
+  /// The peak of class `precision`.
+  double peak(Precision precision) const;
 };
 
 /// Physical peaks of `device` (its SMs x sm_rates() x its clock) and `bandwidth` (bytes/s,

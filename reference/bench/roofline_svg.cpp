@@ -52,8 +52,17 @@ void add_point(RooflineChart& chart, RooflinePoint p, double flops, const json& 
   chart.points.push_back(std::move(p));
 }
 
+// The class a report names; an unknown one is an error naming the report.
+Precision class_named(const std::string& name, const std::string& origin) {
+  try {
+    return parse_precision(name);
+  } catch (const Error& e) {
+    throw Error(origin + ": " + e.what());
+  }
+}
+
 // Every measured cuDNN row and every correct variant of every layer.
-void read_points(const json& report, RooflineChart& chart) {
+void read_points(const json& report, const std::string& origin, RooflineChart& chart) {
   const std::string net = report.at("net").get<std::string>();
   for (const json& layer : report.at("layers")) {
     const json& roof = layer.at("roofline");
@@ -64,7 +73,7 @@ void read_points(const json& report, RooflineChart& chart) {
       add_point(chart,
                 {.layer = name,
                  .implementation = "cuDNN " + cu.at("algorithm").get<std::string>(),
-                 .precision = precision,
+                 .precision = class_named(precision, origin),
                  .library = true,
                  .intensity = ai},
                 flops, cu);
@@ -74,7 +83,7 @@ void read_points(const json& report, RooflineChart& chart) {
       add_point(chart,
                 {.layer = name,
                  .implementation = v.at("variant").get<std::string>(),
-                 .precision = v.at("precision").get<std::string>(),
+                 .precision = class_named(v.at("precision").get<std::string>(), origin),
                  .intensity = ai},
                 flops, v);
     }
@@ -90,7 +99,7 @@ void read_report(const BenchJson& r, RooflineChart& chart) {
                   "with convlab bench --json FILE");
     }
     read_machine(j.at("machine"), r.origin, chart);
-    read_points(j, chart);
+    read_points(j, r.origin, chart);
     chart.nets.push_back(j.at("net").get<std::string>());
   } catch (const json::exception& e) {
     throw Error(r.origin + ": not a bench report this convlab can draw (" + e.what() +
@@ -101,9 +110,15 @@ void read_report(const BenchJson& r, RooflineChart& chart) {
 // --- Drawing -----------------------------------------------------------------------------------
 
 // Okabe-Ito colours, as on the leaderboard page: one per precision class.
-const char* class_colour(const std::string& precision) {
-  if (precision == "tf32") return "#009E73";
-  if (precision == "fp16") return "#CC79A7";
+const char* class_colour(Precision precision) {
+  switch (precision) {
+    case Precision::fp32:
+      return "#0072B2";
+    case Precision::tf32:
+      return "#009E73";
+    case Precision::fp16:
+      return "#CC79A7";
+  }
   return "#0072B2";
 }
 
@@ -114,18 +129,18 @@ struct Frame {
 
 // The ceilings a chart draws, each with its class, value and whether it was measured.
 struct Ceiling {
-  std::string precision;
+  Precision precision;
   double flops_per_s;
   bool measured;
 };
 
 std::vector<Ceiling> ceilings_of(const RooflineChart& c) {
   std::vector<Ceiling> out;
-  for (std::string_view p : precision_classes()) {
+  for (Precision p : precision_classes()) {
     const double peak = c.ceilings.peak(p);
-    if (peak > 0) out.push_back({std::string(p), peak, false});
+    if (peak > 0) out.push_back({p, peak, false});
   }
-  if (c.sgemm_peak > 0) out.push_back({"fp32", c.sgemm_peak, true});
+  if (c.sgemm_peak > 0) out.push_back({Precision::fp32, c.sgemm_peak, true});
   return out;
 }
 
@@ -235,9 +250,9 @@ void ceilings(std::ostringstream& o, const RooflineChart& c, const svg::Axis& x,
     const std::string colour = class_colour(k.precision);
     line(o, k.measured ? "roof ceiling measured" : "roof ceiling", x(ridge), y(k.flops_per_s), x.p1,
          y(k.flops_per_s), " stroke=\"" + colour + "\"");
-    const std::string label = k.measured
-                                  ? "fp32 SGEMM, measured: " + tflops(k.flops_per_s)
-                                  : k.precision + " peak, physical: " + tflops(k.flops_per_s);
+    const std::string label = k.measured ? "fp32 SGEMM, measured: " + tflops(k.flops_per_s)
+                                         : std::string(precision_name(k.precision)) +
+                                               " peak, physical: " + tflops(k.flops_per_s);
     text(o, "roof-label", x.p1 - 4, y(k.flops_per_s) + (k.measured ? 15 : -6), "end", label,
          " fill=\"" + colour + "\"");
   }
@@ -247,11 +262,12 @@ std::string point_title(const RooflinePoint& p) {
   char figures[160];
   std::snprintf(figures, sizeof figures, ": %.4g ms, %.2f TFLOP/s at %.3g flops per byte",
                 p.seconds * 1e3, p.flops_per_s / 1e12, p.intensity);
-  std::string t = p.layer + ", " + p.implementation + " (" + p.precision + ")" + figures;
+  const std::string precision(precision_name(p.precision));
+  std::string t = p.layer + ", " + p.implementation + " (" + precision + ")" + figures;
   if (p.percent_of_bound > 0) {
     char pct[64];
     std::snprintf(pct, sizeof pct, ", %.1f%% of the %s bound", p.percent_of_bound,
-                  p.precision.c_str());
+                  precision.c_str());
     t += pct;
   }
   return t;
@@ -281,7 +297,7 @@ void points(std::ostringstream& o, const RooflineChart& c, const svg::Axis& x, c
 // Marker styles and the colours of the classes shown, in a box at the top left (above the
 // memory slope, where a roofline has no points).
 void legend(std::ostringstream& o, const RooflineChart& c, const Frame& f) {
-  std::vector<std::string> classes;
+  std::vector<Precision> classes;
   for (const Ceiling& k : ceilings_of(c)) {
     if (std::find(classes.begin(), classes.end(), k.precision) == classes.end()) {
       classes.push_back(k.precision);
@@ -293,18 +309,19 @@ void legend(std::ostringstream& o, const RooflineChart& c, const Frame& f) {
     << "\" width=\"196\" height=\"" << coord(h) << "\"/>";
   double y = y0 + row;
   o << "<circle cx=\"" << coord(x0 + 16) << "\" cy=\"" << coord(y - 4) << "\" r=\"5\" fill=\""
-    << class_colour("fp32") << "\"/>";
+    << class_colour(Precision::fp32) << "\"/>";
   text(o, "legend-text", x0 + 30, y, "start", "variant (ours)");
   y += row;
   o << "<rect x=\"" << coord(x0 + 11) << "\" y=\"" << coord(y - 9)
-    << "\" width=\"10\" height=\"10\" class=\"cudnn-mark\" stroke=\"" << class_colour("fp32")
-    << "\"/>";
+    << "\" width=\"10\" height=\"10\" class=\"cudnn-mark\" stroke=\""
+    << class_colour(Precision::fp32) << "\"/>";
   text(o, "legend-text", x0 + 30, y, "start", "cuDNN, same class");
-  for (const std::string& k : classes) {
+  for (Precision k : classes) {
     y += row;
     o << "<rect x=\"" << coord(x0 + 8) << "\" y=\"" << coord(y - 6) << "\" width=\"16\" "
       << "height=\"4\" fill=\"" << class_colour(k) << "\"/>";
-    text(o, "legend-text", x0 + 30, y, "start", k + " class: ceiling and points");
+    text(o, "legend-text", x0 + 30, y, "start",
+         std::string(precision_name(k)) + " class: ceiling and points");
   }
   o << "</g>";
 }

@@ -20,14 +20,14 @@ namespace convlab {
 
 /// One implementation on one layer.
 struct RooflinePoint {
-  std::string layer;              ///< "<net> <layer>", e.g. "ece408 conv1"
-  std::string implementation;     ///< the variant's name, or "cuDNN <algorithm>"
-  std::string precision;          ///< its precision class
-  bool library = false;           ///< cuDNN (a square) rather than a variant (a circle)
-  double intensity = 0.0;         ///< flops per byte of the layer's compulsory traffic
-  double seconds = 0.0;           ///< fastest run
-  double flops_per_s = 0.0;       ///< the layer's flops over `seconds`
-  double percent_of_bound = 0.0;  ///< of the bound of its class (0 when it has none)
+  std::string layer;                      ///< "<net> <layer>", e.g. "ece408 conv1"
+  std::string implementation;             ///< the variant's name, or "cuDNN <algorithm>"
+  Precision precision = Precision::fp32;  ///< its precision class
+  bool library = false;                   ///< cuDNN (a square) rather than a variant (a circle)
+  double intensity = 0.0;                 ///< flops per byte of the layer's compulsory traffic
+  double seconds = 0.0;                   ///< fastest run
+  double flops_per_s = 0.0;               ///< the layer's flops over `seconds`
+  double percent_of_bound = 0.0;          ///< of the bound of its class (0 when it has none)
 };
 
 /// What the plot shows.

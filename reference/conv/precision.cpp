@@ -9,6 +9,11 @@
 
 namespace convlab {
 
+std::span<const Precision> precision_classes() {
+  static constexpr Precision kAll[] = {Precision::fp32, Precision::tf32, Precision::fp16};
+  return kAll;
+}
+
 std::string_view precision_name(Precision p) {
   switch (p) {
     case Precision::fp32:
@@ -22,7 +27,7 @@ std::string_view precision_name(Precision p) {
 }
 
 Precision parse_precision(std::string_view text) {
-  for (Precision p : {Precision::fp32, Precision::tf32, Precision::fp16}) {
+  for (Precision p : precision_classes()) {
     if (precision_name(p) == text) return p;
   }
   throw Error("unknown precision class '" + std::string(text) + "': use fp32, tf32 or fp16");

@@ -24,6 +24,8 @@ enum class Precision {
   fp16   ///< inputs rounded to IEEE half (10-bit mantissa, max 65504), float32 accumulation
 };
 
+/// Every class, in the order reports list them: fp32, tf32, fp16.
+std::span<const Precision> precision_classes();
 /// "fp32", "tf32", "fp16"
 std::string_view precision_name(Precision p);
 /// Parses a declaration's precision; throws Error otherwise.

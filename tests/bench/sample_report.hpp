@@ -53,9 +53,9 @@ inline BenchReport sample_report() {
   r.runs = 3;
   r.flush_bytes = 100 << 20;
   r.machine = sample_h100();
-  r.variants = {{"direct", "reference/solutions/final/8_direct.cu", "fp32"},
-                {"tiled", "reference/solutions/final/9_tiled.cu", "fp32"},
-                {"tensor", "reference/solutions/final/10_tensor.cu", "tf32"}};
+  r.variants = {{"direct", "reference/solutions/final/8_direct.cu", Precision::fp32},
+                {"tiled", "reference/solutions/final/9_tiled.cu", Precision::fp32},
+                {"tensor", "reference/solutions/final/10_tensor.cu", Precision::tf32}};
   const ConvShape shapes[] = {{10000, 8, 1, 28, 28, 5}, {10000, 16, 8, 12, 12, 3}};
   for (int i = 0; i < 2; ++i) {
     LayerResult l;
@@ -66,7 +66,7 @@ inline BenchReport sample_report() {
     fp32.workspace_bytes = 3 << 20;
     fp32.time = summarize({2e-3, 2.2e-3, 2.1e-3});
     CudnnResult tf32;
-    tf32.precision = "tf32";
+    tf32.precision = Precision::tf32;
     tf32.not_measured = "the bench times cuDNN in the fp32 class only, so far";
     l.cudnn = {fp32, tf32};
     l.variants = {sample_run("direct", i == 0 ? BenchStatus::ok : BenchStatus::wrong, 4e-3),

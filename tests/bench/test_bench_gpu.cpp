@@ -24,6 +24,7 @@
 namespace {
 
 using convlab::ConvShape;
+using convlab::Precision;
 using nlohmann::json;
 
 struct Run {
@@ -156,14 +157,14 @@ TEST_CASE("wrong, lazy, unwritten and failing launchers get their own rows; the 
           {"name": "b", "C": 2, "M": 4, "H": 9, "W": 11, "K": 5}]})",
       "odd.json");
   const std::vector<convlab::BenchCandidate> candidates{
-      {"cudnn", "reference/conv/cudnn_conv.cu", &convlab::conv_forward_cudnn, "fp32"},
-      {"zeros", "here", &zeros, "fp32"},
-      {"lazy", "here", &lazy, "fp32"},
-      {"stub", "here", &stub, "fp32"},
-      {"unsupported", "here", &unsupported, "fp32"},
+      {"cudnn", "reference/conv/cudnn_conv.cu", &convlab::conv_forward_cudnn, Precision::fp32},
+      {"zeros", "here", &zeros, Precision::fp32},
+      {"lazy", "here", &lazy, Precision::fp32},
+      {"stub", "here", &stub, Precision::fp32},
+      {"unsupported", "here", &unsupported, Precision::fp32},
       // A tf32-class candidate: compared with cuDNN of its class, which the bench does not
       // time yet, so its rows say "not measured" and it gets no ratio.
-      {"as_tf32", "here", &convlab::conv_forward_cudnn, "tf32"}};
+      {"as_tf32", "here", &convlab::conv_forward_cudnn, Precision::tf32}};
   convlab::BenchOptions opt;
   opt.runs = 2;
   const convlab::BenchReport r =
@@ -173,9 +174,9 @@ TEST_CASE("wrong, lazy, unwritten and failing launchers get their own rows; the 
     CAPTURE(layer.name);
     REQUIRE(layer.variants.size() == candidates.size());
     REQUIRE(layer.cudnn.size() == 2);
-    CHECK(layer.cudnn_for("fp32").time.min_s > 0);
-    CHECK(layer.cudnn_for("fp32").check.ok);
-    CHECK(!layer.cudnn_for("tf32").not_measured.empty());
+    CHECK(layer.cudnn_for(Precision::fp32).time.min_s > 0);
+    CHECK(layer.cudnn_for(Precision::fp32).check.ok);
+    CHECK(!layer.cudnn_for(Precision::tf32).not_measured.empty());
     const auto& v = layer.variants;
     CHECK(v[0].status == convlab::BenchStatus::ok);
     CHECK(v[0].time.samples_s.size() == 2);

@@ -22,7 +22,7 @@ TEST_CASE("the H100's physical peaks: fp32 at its boost clock, tensor cores at t
   const Ceilings c = physical_ceilings(kH100, 2.8e12);
   // NVIDIA's figure: 66.9 TFLOP/s fp32 = 132 SMs x 128 lanes x 2 x 1980 MHz.
   CHECK(c.fp32 == doctest::Approx(66.9e12).epsilon(1e-3));
-  CHECK(c.peak("fp32") == c.fp32);
+  CHECK(c.peak(Precision::fp32) == c.fp32);
   CHECK(c.bandwidth == 2.8e12);
   // The datasheet states the dense tensor-core peaks at 1830 MHz: TF32 494.7, FP16 989.4.
   DeviceSpec at_1830 = kH100;
@@ -31,8 +31,8 @@ TEST_CASE("the H100's physical peaks: fp32 at its boost clock, tensor cores at t
   CHECK(tc.tf32 == doctest::Approx(494.7e12).epsilon(1e-3));
   CHECK(tc.fp16 == doctest::Approx(989.4e12).epsilon(1e-3));
   // At the reported boost clock they are 8% higher: still bounds.
-  CHECK(c.peak("tf32") == doctest::Approx(535.3e12).epsilon(1e-3));
-  CHECK(c.peak("fp16") == doctest::Approx(1070.5e12).epsilon(1e-3));
+  CHECK(c.peak(Precision::tf32) == doctest::Approx(535.3e12).epsilon(1e-3));
+  CHECK(c.peak(Precision::fp16) == doctest::Approx(1070.5e12).epsilon(1e-3));
   // HBM3: 2 x 2619 MHz x 640 bytes = 3.35 TB/s.
   CHECK(theoretical_bandwidth(kH100) == doctest::Approx(3.352e12).epsilon(1e-3));
 }
@@ -61,13 +61,16 @@ TEST_CASE("the per-SM table: no TF32 before Ampere, nothing claimed for an unkno
 }
 
 TEST_CASE("precision classes: fp32 always, the others where used, in a fixed order") {
-  CHECK(std::vector<std::string_view>(precision_classes().begin(), precision_classes().end()) ==
-        std::vector<std::string_view>{"fp32", "tf32", "fp16"});
-  CHECK(classes_in_use({}) == std::vector<std::string>{"fp32"});
-  CHECK(classes_in_use({"fp16", "fp32", "fp16"}) == std::vector<std::string>{"fp32", "fp16"});
-  CHECK(classes_in_use({"fp16", "tf32"}) == std::vector<std::string>{"fp32", "tf32", "fp16"});
-  CHECK_THROWS_WITH_AS(Ceilings{}.peak("bf16"), doctest::Contains("unknown precision class 'bf16'"),
-                       Error);
+  using P = Precision;
+  CHECK(std::vector<P>(precision_classes().begin(), precision_classes().end()) ==
+        std::vector<P>{P::fp32, P::tf32, P::fp16});
+  CHECK(classes_in_use({}) == std::vector<P>{P::fp32});
+  CHECK(classes_in_use({P::fp16, P::fp32, P::fp16}) == std::vector<P>{P::fp32, P::fp16});
+  CHECK(classes_in_use({P::fp16, P::tf32}) == std::vector<P>{P::fp32, P::tf32, P::fp16});
+  const Ceilings c{1, 2, 3, 4};
+  CHECK(c.peak(P::fp32) == 1);
+  CHECK(c.peak(P::tf32) == 2);
+  CHECK(c.peak(P::fp16) == 3);
 }
 
 TEST_CASE("the project's layer: 14.4 GFLOP over 1.18 GB, 12.2 flops per byte") {

@@ -55,7 +55,7 @@ TEST_CASE("the chart of a report: its GPU's ceilings and a point per correct tim
   CHECK(direct.percent_of_bound == doctest::Approx(1.926).epsilon(1e-3));
   CHECK(c.points.at(0).library);
   CHECK(c.points.at(0).implementation == "cuDNN IMPLICIT_PRECOMP_GEMM");
-  CHECK(c.points.at(2).precision == "tf32");
+  CHECK(c.points.at(2).precision == Precision::tf32);
 }
 
 TEST_CASE("the SVG: markers, lines, titles, accessible, inside its frame") {
@@ -119,6 +119,10 @@ TEST_CASE("reports the plot cannot draw: one clear error naming the file") {
   nlohmann::json old = nlohmann::json::parse(sample_json(test::sample_report()).text);
   old.at("machine").erase("physical_peak_flops");
   CHECK(error_of({{"old.json", old.dump()}}).find("old.json: not a bench report this convlab") ==
+        0);
+  nlohmann::json bf16 = nlohmann::json::parse(sample_json(test::sample_report()).text);
+  bf16.at("layers").at(0).at("variants").at(0).at("precision") = "bf16";
+  CHECK(error_of({{"bf16.json", bf16.dump()}}).find("bf16.json: unknown precision class 'bf16'") ==
         0);
   BenchReport slow_net = test::sample_report();
   slow_net.machine.hbm_bandwidth = 0;
