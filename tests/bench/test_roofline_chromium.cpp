@@ -17,23 +17,6 @@
 using namespace convlab;
 namespace fs = std::filesystem;
 
-namespace {
-
-std::string read_all(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-std::size_t occurrences(const std::string& text, const std::string& what) {
-  std::size_t n = 0;
-  for (std::size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
-  return n;
-}
-
-}  // namespace
-
 TEST_CASE("the roofline plot renders in headless Chromium") {
   test::require_chromium();
   const fs::path out = ROOFLINE_OUT_DIR;
@@ -51,17 +34,17 @@ TEST_CASE("the roofline plot renders in headless Chromium") {
   int rc = test::run_command("{ " + test::chromium_command(profile.path()) + " --dump-dom '" + url +
                                  "' > '" + dom.string() + "' 2> '" + log.string() + "'; }",
                              &output);
-  INFO("chromium log: " << read_all(log));
+  INFO("chromium log: " << test::read_all(log));
   REQUIRE(rc == 0);
-  const std::string d = read_all(dom);
+  const std::string d = test::read_all(dom);
   CAPTURE(d.substr(0, 400));
   // Parsed as SVG: the root element is there and no parser error took its place.
   CHECK(d.find("<svg") != std::string::npos);
   CHECK(d.find("parsererror") == std::string::npos);
   CHECK(d.find("This page contains the following errors") == std::string::npos);
-  CHECK(occurrences(d, "<g class=\"point ours\">") == 3);
-  CHECK(occurrences(d, "<g class=\"point cudnn\">") == 2);
-  CHECK(occurrences(d, "<line class=\"roof ") == 5);
+  CHECK(test::occurrences(d, "<g class=\"point ours\">") == 3);
+  CHECK(test::occurrences(d, "<g class=\"point cudnn\">") == 2);
+  CHECK(test::occurrences(d, "<line class=\"roof ") == 5);
   CHECK(d.find("two-conv conv2, tensor (tf32)") != std::string::npos);
 
   rc = test::run_command(test::chromium_command(profile.path()) + " --screenshot='" + png.string() +

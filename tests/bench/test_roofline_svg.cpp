@@ -11,16 +11,11 @@
 #include "reference/bench/roofline_svg.hpp"
 #include "reference/core/error.hpp"
 #include "tests/bench/sample_report.hpp"
+#include "tests/support/test_support.hpp"
 
 using namespace convlab;
 
 namespace {
-
-std::size_t occurrences(const std::string& text, const std::string& what) {
-  std::size_t n = 0;
-  for (std::size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
-  return n;
-}
 
 BenchJson sample_json(const BenchReport& r, const std::string& origin = "sample.json") {
   return {origin, bench_report_json(r, "0.1.0")};
@@ -64,12 +59,12 @@ TEST_CASE("the SVG: markers, lines, titles, accessible, inside its frame") {
   CHECK(svg.find("role=\"img\"") != std::string::npos);
   CHECK(svg.find("aria-labelledby=\"roofline-title roofline-desc\"") != std::string::npos);
   CHECK(svg.find("<script") == std::string::npos);
-  CHECK(occurrences(svg, "<g class=\"point ours\">") == 3);
-  CHECK(occurrences(svg, "<g class=\"point cudnn\">") == 2);
+  CHECK(test::occurrences(svg, "<g class=\"point ours\">") == 3);
+  CHECK(test::occurrences(svg, "<g class=\"point cudnn\">") == 2);
   // The memory slope, the fp32, tf32 and fp16 ceilings, the measured SGEMM peak.
-  CHECK(occurrences(svg, "<line class=\"roof ") == 5);
-  CHECK(occurrences(svg, "<line class=\"roof slope\"") == 1);
-  CHECK(occurrences(svg, "<line class=\"roof ceiling measured\"") == 1);
+  CHECK(test::occurrences(svg, "<line class=\"roof ") == 5);
+  CHECK(test::occurrences(svg, "<line class=\"roof slope\"") == 1);
+  CHECK(test::occurrences(svg, "<line class=\"roof ceiling measured\"") == 1);
   CHECK(svg.find("fp32 peak, physical: 66.9 TFLOP/s") != std::string::npos);
   CHECK(svg.find("tf32 peak, physical: 535.3 TFLOP/s") != std::string::npos);
   CHECK(svg.find("fp32 SGEMM, measured: 51.7 TFLOP/s") != std::string::npos);

@@ -15,6 +15,10 @@ namespace convlab::test {
 
 /// The source tree (models, milestone data).
 std::filesystem::path source_dir();
+/// The whole of file `p` ("" when it cannot be read).
+std::string read_all(const std::filesystem::path& p);
+/// How many times `what` occurs in `text` (overlapping ones too).
+std::size_t occurrences(const std::string& text, const std::string& what);
 /// The shipped model files (datasets/models/*.safetensors), sorted.
 std::vector<std::filesystem::path> shipped_models();
 /// The convlab executable of this build.

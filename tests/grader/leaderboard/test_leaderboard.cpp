@@ -36,12 +36,6 @@ RankingRule original() {
   return RankingRule{};  // stddev_from_median, 25 points, 6.25 per standard deviation
 }
 
-std::size_t occurrences(const std::string& text, const std::string& what) {
-  std::size_t n = 0;
-  for (std::size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
-  return n;
-}
-
 std::string error_of(auto&& body) {
   try {
     body();
@@ -183,10 +177,12 @@ TEST_CASE("the rule comes from the milestone's checks.json") {
   CHECK(error_of([&] { load_ranking_rule(dir.path(), "final"); }).find("full_ms < zero_ms") !=
         std::string::npos);
   write_final(nlohmann::json::parse(R"({"threshold": {"full_ms": 8}})"));
-  CHECK(error_of([&] { load_ranking_rule(dir.path(), "final"); })
-            .find("malformed milestone file") != std::string::npos);
-  CHECK(error_of([&] { load_ranking_rule(dir.path(), "final"); })
-            .find("ranking.threshold.zero_ms: missing") != std::string::npos);
+  CHECK(error_of([&] {
+          load_ranking_rule(dir.path(), "final");
+        }).find("malformed milestone file") != std::string::npos);
+  CHECK(error_of([&] {
+          load_ranking_rule(dir.path(), "final");
+        }).find("ranking.threshold.zero_ms: missing") != std::string::npos);
   std::ofstream(dir.path() / "milestones" / "final" / "checks.json") << R"({"ranking": {)";
   CHECK(error_of([&] { load_ranking_rule(dir.path(), "final"); }).find("malformed") !=
         std::string::npos);
@@ -302,7 +298,7 @@ TEST_CASE("the CSV and text forms carry every row and the statistics") {
   const Leaderboard b = rank_teams("final", test::sample_teams(), original());
   const std::string csv = leaderboard_csv(b);
   CHECK(csv.rfind("rank,team,op_time_ms,median_ms,cudnn_ms,speedup,sigma,points,flagged", 0) == 0);
-  CHECK(occurrences(csv, "\n") == b.rows.size() + 1);
+  CHECK(test::occurrences(csv, "\n") == b.rows.size() + 1);
   CHECK(csv.find("1,warp_speed,0.6120,0.6193,1.5510,2.53,") != std::string::npos);
 
   const std::string text = leaderboard_text(b);
@@ -318,8 +314,8 @@ TEST_CASE("the HTML page is one self-contained document with the table and two c
   const Leaderboard b = rank_teams("final", test::sample_teams(), original());
   const std::string html = leaderboard_html(b);
   CHECK(html.rfind("<!DOCTYPE html>", 0) == 0);
-  CHECK(occurrences(html, "<svg") == 2);
-  CHECK(occurrences(html, "<tr class=") == b.rows.size());  // body rows
+  CHECK(test::occurrences(html, "<svg") == 2);
+  CHECK(test::occurrences(html, "<tr class=") == b.rows.size());  // body rows
   CHECK(html.find("<script") == std::string::npos);
   // A URL may only appear inside a team's (escaped) name, as text.
   std::string without_names = html;
@@ -345,7 +341,7 @@ TEST_CASE("the HTML page is one self-contained document with the table and two c
     CHECK_MESSAGE(html.find(std::string("</span>") + v) != std::string::npos, std::string(v));
   }
   CHECK(html.find("</span>best (ranked)</li>") != std::string::npos);
-  CHECK(occurrences(html, "<g class=\"ref\">") == b.rows.size());
+  CHECK(test::occurrences(html, "<g class=\"ref\">") == b.rows.size());
   CHECK(html.find("no correct time") != std::string::npos);  // a failed variant is said so
   CHECK(html.find("median 1.776 ms") != std::string::npos);
   CHECK(html.find("Op Time (ms)") != std::string::npos);  // axis titles in ms

@@ -20,13 +20,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string read_all(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // How a browser serialises a text node: only &, < and > are escaped (and U+00A0).
 std::string dom_text(const std::string& s) {
   std::string out;
@@ -42,12 +35,6 @@ std::string dom_text(const std::string& s) {
     }
   }
   return out;
-}
-
-std::size_t occurrences(const std::string& text, const std::string& what) {
-  std::size_t n = 0;
-  for (std::size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
-  return n;
 }
 
 }  // namespace
@@ -86,16 +73,16 @@ TEST_CASE("the leaderboard page renders in headless Chromium") {
   int rc = test::run_command("{ " + test::chromium_command(profile.path()) + " --dump-dom '" + url +
                                  "' > '" + dom.string() + "' 2> '" + log.string() + "'; }",
                              &output);
-  INFO("chromium log: " << read_all(log));
+  INFO("chromium log: " << test::read_all(log));
   REQUIRE(rc == 0);
-  const std::string d = read_all(dom);
+  const std::string d = test::read_all(dom);
   REQUIRE(d.size() > 1000);
 
   // The table has a row for every team, in rank order, the names as text.
   const std::size_t body = d.find("<tbody>");
   REQUIRE(body != std::string::npos);
   const std::string rows = d.substr(body, d.find("</tbody>") - body);
-  CHECK(occurrences(rows, "<tr") == teams.size());
+  CHECK(test::occurrences(rows, "<tr") == teams.size());
   std::size_t last = 0;
   for (const LeaderboardRow& r : board.rows) {
     const std::size_t at = rows.find("<td class=\"l team\">" + dom_text(r.team) + "</td>");
@@ -107,7 +94,7 @@ TEST_CASE("the leaderboard page renders in headless Chromium") {
   CHECK(d.find("&lt;script&gt;alert('x')&lt;/script&gt;") != std::string::npos);
   CHECK(d.find("<script") == std::string::npos);
   // Both charts are there, titled.
-  CHECK(occurrences(d, "<svg") == 2);
+  CHECK(test::occurrences(d, "<svg") == 2);
   CHECK(d.find("Distribution of team times") != std::string::npos);
   CHECK(d.find("Op Time of every variant, per team") != std::string::npos);
 
@@ -117,7 +104,7 @@ TEST_CASE("the leaderboard page renders in headless Chromium") {
   INFO("chromium: " << output);
   REQUIRE(rc == 0);
   REQUIRE(fs::exists(png));
-  const std::string image = read_all(png);
+  const std::string image = test::read_all(png);
   CHECK(image.rfind("\x89PNG\r\n\x1a\n", 0) == 0);
   // A blank 1280x1600 page compresses to a few kB; the table and charts take far more.
   CHECK(image.size() > 60000);

@@ -17,13 +17,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string read_all(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 GradeResult grade(const std::string& team, double ms) {
   GradeResult g;
   g.team = team;
@@ -81,11 +74,11 @@ TEST_CASE("convlab leaderboard reads the database and writes the table, CSV and 
   CHECK(out.find("Median 1.600 ms") != std::string::npos);
   CHECK(out.find("alpha") < out.find("<b>bravo</b>"));
   CHECK(out.find("0.700") != std::string::npos);  // alpha's best run, not its first
-  const std::string page = read_all(html);
+  const std::string page = test::read_all(html);
   CHECK(page.find("&lt;b&gt;bravo&lt;/b&gt;") != std::string::npos);
   CHECK(page.find("<b>bravo") == std::string::npos);
   CHECK(page.find("<svg") != std::string::npos);
-  const std::string table = read_all(csv);
+  const std::string table = test::read_all(csv);
   CHECK(table.find("1,alpha,0.7000,") != std::string::npos);
   CHECK(std::count(table.begin(), table.end(), '\n') == 4);
 
@@ -93,7 +86,7 @@ TEST_CASE("convlab leaderboard reads the database and writes the table, CSV and 
   const fs::path json_file = dir.path() / "board.json";
   out = leaderboard(d + " --json '" + json_file.string() + "'", &rc);
   REQUIRE(rc == 0);
-  const auto board = nlohmann::json::parse(read_all(json_file));
+  const auto board = nlohmann::json::parse(test::read_all(json_file));
   CHECK(board.at("milestone") == "final");
   CHECK(board.at("reference") == "cuDNN");
   REQUIRE(board.at("rows").size() == 3);
@@ -105,7 +98,7 @@ TEST_CASE("convlab leaderboard reads the database and writes the table, CSV and 
   CHECK(out.find("(anonymised)") != std::string::npos);
   for (const char* name : {"alpha", "bravo", "charlie"}) CHECK(out.find(name) == std::string::npos);
   // The instructor's list maps each name to the label the students see.
-  const std::string map = read_all(labels);
+  const std::string map = test::read_all(labels);
   CHECK(map.rfind("team,label\n", 0) == 0);
   std::istringstream lines(map);
   std::string line;
