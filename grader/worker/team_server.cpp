@@ -152,7 +152,7 @@ class Server {
     throw BadRequest("unknown request " + std::to_string(static_cast<unsigned>(rq.op)));
   }
 
-  void hello(const std::string& variant, wire::Reply& reply) {
+  void hello(const std::string& variant, [[maybe_unused]] wire::Reply& reply) {
     for (const TeamVariant& v : kVariants) {
       if (variant != v.name) continue;
       if (v.cpu != nullptr) {
