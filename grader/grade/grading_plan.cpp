@@ -37,6 +37,7 @@ MilestoneSpec load_one(const fs::path& root, const std::string& id) {
     spec.elementwise = g.elementwise;
     spec.hidden_model_points = g.hidden_model_points;
     spec.other_points_per_check = g.other_points_per_check;
+    spec.variant_points = g.variant_points;
     spec.flag_speedup_over = g.flag_speedup_over;
     if (spec.gpu) spec.memcheck = g.memcheck;
   }
@@ -199,8 +200,12 @@ std::vector<PlannedCheck> plan_checks(const std::vector<MilestoneSpec>& specs,
     }
     for (const std::string& v : spec.variants) {
       if (v == ranked) continue;
-      network(v, *default_check, spec.other_points_per_check);
-      elementwise(v, spec.other_points_per_check);
+      // Two scored checks: a menu weight is shared by them.
+      const auto weight = spec.variant_points.find(v);
+      const double per_check =
+          weight == spec.variant_points.end() ? spec.other_points_per_check : weight->second / 2;
+      network(v, *default_check, per_check);
+      elementwise(v, per_check);
       memcheck(v, 0.0);
     }
   }

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -33,6 +34,8 @@ struct MilestoneSpec {
   std::optional<ElementwiseSpec> elementwise;  ///< "grading"."elementwise", if any
   double hidden_model_points = 0.0;            ///< per hidden model, ranked variant only
   double other_points_per_check = 0.0;         ///< each check of a variant that is not ranked
+  /// A variant's points instead, shared by its checks ("variant_points")
+  std::map<std::string, double> variant_points;
   double flag_speedup_over = 10.0;             ///< a faster speedup over the reference gets a flag
   std::optional<MemcheckSpec> memcheck;        ///< "grading"."memcheck" of a GPU milestone, if any
 };

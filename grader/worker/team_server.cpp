@@ -32,6 +32,7 @@
 #ifdef CONVLAB_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
+#include "reference/conv/gpu_launcher.hpp"
 #include "reference/core/cuda_check.hpp"
 #endif
 
@@ -47,23 +48,28 @@ struct TeamVariant {
   const char* name;
   convlab::CpuConvFn cpu;  // a CPU variant's, or nullptr
 #ifdef CONVLAB_HAVE_CUDA
-  convlab::GpuConvFn conv;            // a GPU variant's, or nullptr
+  convlab::GpuLauncher conv;          // a GPU variant's, or empty
   convlab::GpuConvTanhPoolFn fused;   // its fused launcher, or nullptr
 #endif
 };
 #ifdef CONVLAB_HAVE_CUDA
-#define CONVLAB_TEAM_ROW_cpu(id, fused) {#id, &convlab::student::conv_forward_##id, nullptr, nullptr},
-#define CONVLAB_TEAM_ROW_gpu(id, fused) \
-  {#id, nullptr, &convlab::student::conv_##id, CONVLAB_TEAM_FUSED_##fused(id)},
+#define CONVLAB_TEAM_ROW_cpu(id, interface, fused) \
+  {#id, &convlab::student::conv_forward_##id, {}, nullptr},
+#define CONVLAB_TEAM_ROW_gpu(id, interface, fused) \
+  {#id, nullptr, CONVLAB_TEAM_LAUNCHER_##interface(id), CONVLAB_TEAM_FUSED_##fused(id)},
+#define CONVLAB_TEAM_LAUNCHER_plain(id) convlab::GpuLauncher(&convlab::student::conv_##id)
+#define CONVLAB_TEAM_LAUNCHER_workspace(id)                    \
+  convlab::GpuLauncher(&convlab::student::conv_##id,           \
+                       &convlab::student::conv_##id##_workspace)
 #else
-#define CONVLAB_TEAM_ROW_cpu(id, fused) {#id, &convlab::student::conv_forward_##id},
-#define CONVLAB_TEAM_ROW_gpu(id, fused) {#id, nullptr},
+#define CONVLAB_TEAM_ROW_cpu(id, interface, fused) {#id, &convlab::student::conv_forward_##id},
+#define CONVLAB_TEAM_ROW_gpu(id, interface, fused) {#id, nullptr},
 #endif
 #define CONVLAB_TEAM_FUSED_fused(id) &convlab::student::conv_tanh_maxpool_##id
 #define CONVLAB_TEAM_FUSED_unfused(id) nullptr
 #define CONVLAB_VARIANT(id, milestone, device, student_file, staff_file, handout, idea, \
-                        precision, libraries, fused)                                     \
-  CONVLAB_TEAM_ROW_##device(id, fused)
+                        precision, libraries, interface, fused)                          \
+  CONVLAB_TEAM_ROW_##device(id, interface, fused)
 constexpr TeamVariant kVariants[] = {
 #include "reference/conv/variants.def"
 };
@@ -281,7 +287,9 @@ class Server {
     if (fused) {
       fused_(dy, dx, dk, s, pool, stream_);
     } else {
-      conv_(dy, dx, dk, s, stream_);
+      // The workspace grows on the first call of a larger shape: the referee's count pass,
+      // before any timed call.
+      conv_(dy, dx, dk, s, workspace_.reserve(conv_.workspace_bytes(s)), stream_);
     }
     check(cudaStreamSynchronize(stream_), "the convolution");
     check(cudaGetLastError(), "the convolution");
@@ -311,7 +319,8 @@ class Server {
   void* arena_ = nullptr;
   std::uint64_t arena_bytes_ = 0;
 #ifdef CONVLAB_HAVE_CUDA
-  convlab::GpuConvFn conv_ = nullptr;
+  convlab::GpuLauncher conv_;
+  convlab::Workspace workspace_;
   convlab::GpuConvTanhPoolFn fused_ = nullptr;
   cudaStream_t stream_ = nullptr;
   std::map<std::uint32_t, std::pair<void*, std::uint64_t>> device_;

@@ -141,9 +141,9 @@ struct LayerRun {
 
   // Checked call, warm-up, timed runs, check of the last run. Fills time and check, and
   // returns whether both checks passed (a failed first check wins: it is the clearer report).
-  bool measure(const std::function<void()>& call, TimingStats& time, OutputCheck& check,
-               std::string& message) const {
-    const Tolerance tol = tolerance_for(shape);
+  bool measure(const std::function<void()>& call, Precision precision, TimingStats& time,
+               OutputCheck& check, std::string& message) const {
+    const Tolerance tol = tolerance_for(shape, precision);
     poison();
     call();
     check = check_output(download(buf.y, stream), ref, shape, tol);
@@ -161,9 +161,12 @@ struct LayerRun {
   }
 };
 
-CudnnResult run_cudnn(CudnnFinder& cudnn, const LayerRun& run) {
+// cuDNN's fastest eligible algorithm in class `precision` (fp32: FMA math; tf32: TF32 tensor
+// cores allowed), checked and timed like a variant.
+CudnnResult run_cudnn(CudnnFinder& cudnn, const LayerRun& run, Precision precision) {
   CudnnResult r;
-  r.precision = Precision::fp32;
+  r.precision = precision;
+  cudnn.prepare(run.shape, run.stream.get(), precision);
   DeviceBuffer ws;
   r.workspace_limit = allocate_workspace(ws, cudnn.largest_workspace());
   r.candidates = cudnn.find(run.buf.x.data(), run.buf.k.data(), run.buf.y.data(), ws.data(),
@@ -175,8 +178,8 @@ CudnnResult run_cudnn(CudnnFinder& cudnn, const LayerRun& run) {
     for (const CudnnCandidate& c : r.candidates) {
       seen += "\n  " + c.algorithm + ": " + c.status + ", math " + c.math;
     }
-    throw CudaError("cuDNN found no fp32 (FMA math) forward algorithm for " +
-                    run.shape.to_string() + "; it reported:" + seen);
+    throw CudaError("cuDNN found no " + std::string(precision_name(precision)) +
+                    " forward algorithm for " + run.shape.to_string() + "; it reported:" + seen);
   }
   r.algo_id = best->algo_id;
   r.algorithm = best->algorithm;
@@ -189,31 +192,35 @@ CudnnResult run_cudnn(CudnnFinder& cudnn, const LayerRun& run) {
         cudnn.forward(r.algo_id, run.buf.y.data(), run.buf.x.data(), run.buf.k.data(), ws.data(),
                       r.workspace_bytes);
       },
-      r.time, r.check, unused);
+      precision, r.time, r.check, unused);
+  cudnn.prepare(run.shape, run.stream.get());  // back to fp32 math for the next caller
   return r;
 }
 
 // cuDNN in precision class `precision`: the one place that picks the library call by class.
-// fp32 is CudnnFinder's FMA math; the tf32 and fp16 classes (tensor-op math) are not wired
-// into the bench yet, and their rows say so.
+// fp32 and tf32 run on the layer's float buffers; the fp16 class (half tensors) is not wired
+// into the bench yet, and its rows say so.
 CudnnResult run_cudnn_of_class(CudnnFinder& cudnn, const LayerRun& run, Precision precision) {
-  if (precision == Precision::fp32) return run_cudnn(cudnn, run);
+  if (precision != Precision::fp16) return run_cudnn(cudnn, run, precision);
   CudnnResult r;
   r.precision = precision;
-  r.not_measured = "the bench times cuDNN in the fp32 class only, so far";
+  r.not_measured = "the bench times cuDNN in the fp32 and tf32 classes only, so far";
   return r;
 }
 
 VariantResult run_variant(const BenchCandidate& v, const LayerRun& run) {
   VariantResult r;
   r.variant = v.name;
-  const GpuConvFn fn = v.launcher;
+  const GpuLauncher fn = v.launcher;
   try {
+    Workspace workspace;  // reserved before the timed runs
+    workspace.reserve(fn.workspace_bytes(run.shape));
     const bool ok = run.measure(
         [&] {
-          fn(run.buf.y.data(), run.buf.x.data(), run.buf.k.data(), run.shape, run.stream.get());
+          fn(run.buf.y.data(), run.buf.x.data(), run.buf.k.data(), run.shape, workspace.data(),
+             run.stream.get());
         },
-        r.time, r.check, r.message);
+        v.precision, r.time, r.check, r.message);
     r.status = ok ? BenchStatus::ok : BenchStatus::wrong;
   } catch (const NotImplemented& e) {
     r.status = BenchStatus::not_implemented;

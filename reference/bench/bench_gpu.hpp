@@ -18,7 +18,7 @@ namespace convlab {
 struct BenchCandidate {
   std::string name;                       ///< as the report prints it
   std::string file;                       ///< where its code lives
-  GpuConvFn launcher;                     ///< the function timed and checked
+  GpuLauncher launcher;                   ///< the function timed and checked
   Precision precision = Precision::fp32;  ///< its class: cuDNN of that class is its comparison
 };
 

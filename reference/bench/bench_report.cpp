@@ -34,9 +34,12 @@ TimingStats summarize(std::vector<double> samples_s) {
   return t;
 }
 
-Tolerance tolerance_for(const ConvShape& shape) {
-  const double terms = static_cast<double>(shape.C) * shape.K * shape.K;
-  return {1e-4 * std::sqrt(terms), 1e-4};
+Tolerance tolerance_for(const ConvShape& shape, Precision precision) {
+  const std::int64_t n = std::int64_t{shape.C} * shape.K * shape.K;
+  const double terms = static_cast<double>(n);
+  Tolerance t{1e-4 * std::sqrt(terms), 1e-4};
+  if (precision != Precision::fp32) t.atol += elementwise_bound(precision, n, terms, 1.0, 1.0);
+  return t;
 }
 
 OutputCheck check_output(const std::vector<float>& out, const std::vector<float>& ref,
@@ -394,10 +397,12 @@ std::string header_text(const BenchReport& r) {
   out << "; min and median in ms, spread = (max - min) / median\n";
   out << "check: inputs uniform in [-1, 1) (seed " << r.seed
       << "); every output is compared with cuDNN's IMPLICIT_GEMM (fp32) within "
-         "1e-4*sqrt(C*K*K) + 1e-4*|ref|, after the first call and after the last timed run\n";
+         "1e-4*sqrt(C*K*K) + 1e-4*|ref| (a tf32 or fp16 variant: plus its class's worst-case "
+         "bound for |x|, |k| < 1, docs/grader.md), after the first call and after the last "
+         "timed run\n";
   out << "cuDNN: each variant is compared with cuDNN of its precision class; fp32: the fastest "
          "algorithm of cudnnFindConvolutionForwardAlgorithmEx with FMA math (no TF32), timed the "
-         "same way\n";
+         "same way; tf32: the same with TENSOR_OP math (TF32 tensor cores allowed)\n";
   out << "GFLOP/s: the direct convolution's 2*C*K*K flops per output over the min time; % SGEMM: "
          "of the measured fp32 peak; % bound: the roofline bound's time over the min time, the "
          "bound of the variant's class. FFT and Winograd algorithms do fewer operations, so "

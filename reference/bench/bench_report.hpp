@@ -57,8 +57,10 @@ OutputCheck check_output(const std::vector<float>& out, const std::vector<float>
 /// the square root of their number, and so does the rounding error of an fp32 sum in any order:
 /// fp32 stays well inside. An indexing bug errs by the size of the output itself (about
 /// sqrt(C*K*K)/3), and TF32 or FP16 arithmetic (10-bit mantissas) by about the tolerance on a
-/// typical element and several times it on many: both fail.
-Tolerance tolerance_for(const ConvShape& shape);
+/// typical element and several times it on many: both fail an fp32 variant. A tf32 or fp16
+/// variant's atol adds its class's worst-case bound (elementwise_bound(), reference/conv/
+/// precision.hpp) for inputs below 1 in magnitude: sum |x||k| <= C*K*K.
+Tolerance tolerance_for(const ConvShape& shape, Precision precision = Precision::fp32);
 
 /// How one variant fared on one layer.
 enum class BenchStatus {

@@ -1,8 +1,9 @@
 // cuDNN's side of the bench, through the legacy descriptor API like reference/conv/cudnn_conv.cu:
 // cudnnFindConvolutionForwardAlgorithmEx runs every forward algorithm on the real buffers and
-// reports its time, status, workspace and math type. The descriptor asks for CUDNN_FMA_MATH, so
-// no algorithm may convert to TF32 on tensor cores: the library is held to the same fp32
-// arithmetic the variants use. (CUDNN_DEFAULT_MATH would allow TF32 on Ampere and later.)
+// reports its time, status, workspace and math type. For the fp32 class the descriptor asks for
+// CUDNN_FMA_MATH, so no algorithm may convert to TF32 on tensor cores: the library is held to
+// the same fp32 arithmetic the variants use. For the tf32 class it asks for
+// CUDNN_TENSOR_OP_MATH, which lets float data run on TF32 tensor cores (Ampere and later).
 #include "reference/bench/cudnn_find.hpp"
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 
 #include "reference/conv/cudnn_conv.hpp"
 #include "reference/core/cuda_check.hpp"
+#include "reference/core/error.hpp"
 
 namespace convlab {
 
@@ -59,10 +61,17 @@ CudnnFinder::~CudnnFinder() {
   if (handle_ != nullptr) cudnnDestroy(handle_);
 }
 
-void CudnnFinder::prepare(const ConvShape& shape, cudaStream_t stream) {
+void CudnnFinder::prepare(const ConvShape& shape, cudaStream_t stream, Precision precision) {
+  if (precision == Precision::fp16) {
+    throw Error("the bench's cuDNN runs float data only: the fp16 class is not set up");
+  }
   shape.validate();
   CUDNN_CHECK(cudnnSetStream(handle_, stream));
   set_conv_descriptors(shape, x_desc_, k_desc_, conv_desc_, y_desc_);
+  if (precision == Precision::tf32) {
+    CUDNN_CHECK(cudnnSetConvolutionMathType(conv_desc_, CUDNN_TENSOR_OP_MATH));
+  }
+  precision_ = precision;
 }
 
 std::size_t CudnnFinder::workspace_for(int algo_id) const {
@@ -113,7 +122,8 @@ std::vector<CudnnCandidate> CudnnFinder::find(const float* x, const float* k, fl
     // DEFAULT is as good before compute capability 8.0, where there is no TF32 to fall into.
     const bool fp32 = p.mathType == CUDNN_FMA_MATH ||
                       (p.mathType == CUDNN_DEFAULT_MATH && compute_capability < 80);
-    c.eligible = p.status == CUDNN_STATUS_SUCCESS && fp32 && p.memory <= workspace_bytes;
+    const bool in_class = precision_ == Precision::tf32 || fp32;
+    c.eligible = p.status == CUDNN_STATUS_SUCCESS && in_class && p.memory <= workspace_bytes;
     out.push_back(c);
   }
   return out;

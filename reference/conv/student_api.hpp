@@ -9,6 +9,8 @@
 /// The staff solutions (namespace convlab::solution) have the same signatures.
 #pragma once
 
+#include <cstddef>
+
 #include "reference/conv/conv_shape.hpp"
 
 #ifdef CONVLAB_HAVE_CUDA
@@ -28,6 +30,17 @@ using CpuConvFn = void (*)(float* y, const float* x, const float* k, const ConvS
 using GpuConvFn = void (*)(float* y, const float* x, const float* k, const ConvShape& shape,
                            cudaStream_t stream);
 
+/// The launcher of a variant declared `workspace`: as GpuConvFn, plus `workspace`, device
+/// memory of at least the bytes its GpuWorkspaceFn stated for `shape` (256-byte aligned,
+/// uninitialised, the variant's own for the call). The framework allocates it outside every
+/// timed call and keeps it between calls.
+using GpuConvWorkspaceFn = void (*)(float* y, const float* x, const float* k,
+                                    const ConvShape& shape, void* workspace, cudaStream_t stream);
+
+/// How many bytes of workspace a `workspace` variant needs for `shape` (conv_<id>_workspace).
+/// Called on the host, outside the timed call; 0 is allowed.
+using GpuWorkspaceFn = std::size_t (*)(const ConvShape& shape);
+
 /// The optional fused signature (GpuVariant::student_fused): writes
 /// y = maxpool(tanh(conv(x, k))), the conv layer, the tanh after it and the max-pool after
 /// that in one call, without storing the convolution's output. x and k are as for GpuConvFn;
@@ -38,27 +51,33 @@ using GpuConvTanhPoolFn = void (*)(float* y, const float* x, const float* k, con
 
 // The entry points of every line of variants.def, declared from it: a CPU variant's
 // conv_forward_<id> (CpuConvFn), a GPU variant's conv_<id> (GpuConvFn) and, where it is
-// declared fused, conv_tanh_maxpool_<id> (GpuConvTanhPoolFn). Expanded once in namespace
+// declared fused, conv_tanh_maxpool_<id> (GpuConvTanhPoolFn); a `workspace` GPU variant's
+// conv_<id> is a GpuConvWorkspaceFn, with conv_<id>_workspace (GpuWorkspaceFn) beside it. Expanded once in namespace
 // student and once in namespace solution; their documentation is generated from the same lines
 // (docs/CMakeLists.txt).
 /// @cond CONVLAB_VARIANT_MACROS
-#define CONVLAB_DECLARE_ENTRY_cpu(id) \
+#define CONVLAB_DECLARE_ENTRY_cpu(id, interface) \
   void conv_forward_##id(float* y, const float* x, const float* k, const ConvShape& shape);
 #ifdef CONVLAB_HAVE_CUDA
-#define CONVLAB_DECLARE_ENTRY_gpu(id)                                              \
+#define CONVLAB_DECLARE_ENTRY_gpu(id, interface) CONVLAB_DECLARE_GPU_##interface(id)
+#define CONVLAB_DECLARE_GPU_plain(id)                                              \
   void conv_##id(float* y, const float* x, const float* k, const ConvShape& shape, \
                  cudaStream_t stream);
+#define CONVLAB_DECLARE_GPU_workspace(id)                                           \
+  std::size_t conv_##id##_workspace(const ConvShape& shape);                        \
+  void conv_##id(float* y, const float* x, const float* k, const ConvShape& shape, \
+                 void* workspace, cudaStream_t stream);
 #define CONVLAB_DECLARE_FUSED_fused(id)                                                         \
   void conv_tanh_maxpool_##id(float* y, const float* x, const float* k, const ConvShape& shape, \
                               const PoolShape& pool, cudaStream_t stream);
 #else
-#define CONVLAB_DECLARE_ENTRY_gpu(id)
+#define CONVLAB_DECLARE_ENTRY_gpu(id, interface)
 #define CONVLAB_DECLARE_FUSED_fused(id)
 #endif
 #define CONVLAB_DECLARE_FUSED_unfused(id)
 #define CONVLAB_VARIANT(id, milestone, device, student_file, staff_file, handout, idea, \
-                        precision, libraries, fused)                                     \
-  CONVLAB_DECLARE_ENTRY_##device(id) CONVLAB_DECLARE_FUSED_##fused(id)
+                        precision, libraries, interface, fused)                          \
+  CONVLAB_DECLARE_ENTRY_##device(id, interface) CONVLAB_DECLARE_FUSED_##fused(id)
 /// @endcond
 
 /// The code a team writes, in the files of student/. The harness calls these entry points and
@@ -77,6 +96,10 @@ namespace solution {
 #undef CONVLAB_DECLARE_FUSED_unfused
 #undef CONVLAB_DECLARE_FUSED_fused
 #undef CONVLAB_DECLARE_ENTRY_gpu
+#ifdef CONVLAB_HAVE_CUDA
+#undef CONVLAB_DECLARE_GPU_plain
+#undef CONVLAB_DECLARE_GPU_workspace
+#endif
 #undef CONVLAB_DECLARE_ENTRY_cpu
 
 }  // namespace convlab

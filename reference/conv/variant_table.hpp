@@ -22,10 +22,14 @@ struct Variant {
   std::string_view idea;          ///< one line: what this variant changes
   std::string_view precision;     ///< "fp32", "tf32" or "fp16"
   std::string_view libraries;     ///< "none", or "cublas": the one library it may call
+  /// "plain", or "workspace": its launcher takes device scratch memory of the size it states
+  std::string_view interface;
   bool fused = false;             ///< whether it offers a fused conv + tanh + max-pool launcher
 
   /// Whether it runs on the GPU.
   bool gpu() const { return device == "gpu"; }
+  /// Whether it states a workspace size and its launcher takes the framework's buffer.
+  bool workspace() const { return interface == "workspace"; }
   /// The entry point's name: conv_forward_<id> (CPU) or conv_<id> (GPU).
   std::string entry_point() const;
 };

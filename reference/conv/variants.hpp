@@ -7,6 +7,9 @@
 #include <string_view>
 
 #include "reference/conv/student_api.hpp"
+#ifdef CONVLAB_HAVE_CUDA
+#include "reference/conv/gpu_launcher.hpp"
+#endif
 #include "reference/conv/variant_table.hpp"
 
 namespace convlab {
@@ -33,8 +36,8 @@ struct GpuVariant {
   std::string_view student_file;  ///< the file the team edits
   std::string_view handout;       ///< the handout section that explains it
   std::string_view idea;          ///< one line: what this variant changes
-  GpuConvFn student;              ///< the team's launcher
-  GpuConvFn solution;             ///< the staff launcher, or nullptr in the student release
+  GpuLauncher student;            ///< the team's launcher
+  GpuLauncher solution;           ///< the staff launcher, or empty in the student release
   /// The team's fused conv + tanh + max-pool launcher, or nullptr where the variant offers
   /// none (variants.def, `unfused`).
   GpuConvTanhPoolFn student_fused = nullptr;
@@ -42,7 +45,7 @@ struct GpuVariant {
   GpuConvTanhPoolFn solution_fused = nullptr;
 
   /// The launcher for `impl`; throws Error if the staff solution is not in this build.
-  GpuConvFn launcher(Impl impl) const;
+  GpuLauncher launcher(Impl impl) const;
   /// The fused launcher for `impl`, or nullptr when the variant offers none. Throws Error if
   /// the variant offers one but the staff solutions are not in this build.
   GpuConvTanhPoolFn fused_launcher(Impl impl) const;

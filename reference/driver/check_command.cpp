@@ -70,15 +70,17 @@ std::uint64_t fresh_seed() {
 // A GPU launcher called on host buffers: copies in, poisons y on the device, launches,
 // synchronises and copies out.
 CheckTarget gpu_target(const GpuVariant& v, Impl impl) {
-  const GpuConvFn fn = v.launcher(impl);
+  const GpuLauncher fn = v.launcher(impl);
   return {std::string(v.name), std::string(v.student_file),
           [fn](float* y, const float* x, const float* k, const ConvShape& s) {
+            Workspace workspace;
+            workspace.reserve(fn.workspace_bytes(s));
             DeviceBuffer dx(s.x_elements()), dk(s.k_elements()), dy(s.y_elements());
             dx.upload({x, static_cast<std::size_t>(s.x_elements())});
             dk.upload({k, static_cast<std::size_t>(s.k_elements())});
             dy.fill_bytes(0xff);
             const CudaStream stream;
-            fn(dy.data(), dx.data(), dk.data(), s, stream.get());
+            fn(dy.data(), dx.data(), dk.data(), s, workspace.data(), stream.get());
             stream.sync();
             const std::vector<float> got = dy.download();
             std::copy(got.begin(), got.end(), y);

@@ -143,8 +143,18 @@ MilestoneGrading parse_grading(const json& j) {
   if (f.has("elementwise")) g.elementwise = parse_elementwise(f.at("elementwise"));
   g.hidden_model_points = f.number("hidden_model_points", 0.0);
   if (f.has("other_variants")) {
-    g.other_points_per_check =
-        Fields(f.at("other_variants"), f.name("other_variants")).number("points_per_check", 0.0);
+    const Fields o(f.at("other_variants"), f.name("other_variants"));
+    g.other_points_per_check = o.number("points_per_check", 0.0);
+    if (o.has("variant_points")) {
+      const json& points = o.at("variant_points");
+      if (!points.is_object()) throw Error(o.name("variant_points") + ": must be an object");
+      for (const auto& [id, value] : points.items()) {
+        if (!value.is_number() || value.get<double>() < 0) {
+          throw Error(o.name("variant_points") + "." + id + ": must be a number >= 0");
+        }
+        g.variant_points[id] = value.get<double>();
+      }
+    }
   }
   g.flag_speedup_over = f.number("flag_speedup_over", 10.0);
   if (f.has("memcheck")) {
@@ -268,6 +278,13 @@ Milestone parse_milestone_file(const fs::path& file) {
       m.checks.push_back(parse_check(c, "checks[" + std::to_string(i++) + "]"));
     }
     if (f.has("grading")) m.grading = parse_grading(f.at("grading"));
+    for (const auto& [id, points] : m.grading ? m.grading->variant_points
+                                              : std::map<std::string, double>{}) {
+      if (std::find(m.variants.begin(), m.variants.end(), id) == m.variants.end()) {
+        throw Error("grading.other_variants.variant_points: '" + id +
+                    "' is not one of its variants (convlab variants lists them)");
+      }
+    }
     if (f.has("ranking")) m.ranking = parse_ranking(f.at("ranking"));
   } catch (const json::exception& e) {
     throw Error("malformed milestone file " + file.string() + ": not JSON (" + e.what() + ")");

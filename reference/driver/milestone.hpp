@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -52,6 +53,9 @@ struct MilestoneGrading {
   std::optional<ElementwiseGrading> elementwise;  ///< "elementwise", if any
   double hidden_model_points = 0.0;               ///< per hidden model, ranked variant only
   double other_points_per_check = 0.0;            ///< "other_variants"."points_per_check"
+  /// "other_variants"."variant_points": a variant's points, shared equally by its checks,
+  /// instead of points_per_check per check (the later editions' menu weights).
+  std::map<std::string, double> variant_points;
   double flag_speedup_over = 10.0;          ///< a faster speedup over the reference gets a flag
   std::optional<MemcheckGrading> memcheck;  ///< "memcheck", if any (GPU milestones use it)
 };

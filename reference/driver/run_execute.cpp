@@ -93,8 +93,9 @@ void run_gpu_variants(const RunPlan& plan, const Model& model, const Tensor& inp
     rec.code_file = code_file(v->name, opt.impl);
     attempt(rec, all, [&] {
       const GpuConvTanhPoolFn fused = plan.fuse ? v->fused_launcher(opt.impl) : nullptr;
-      return run_network_gpu(model, input, v->launcher(opt.impl), fused, rec.label,
-                             gpu_timing(plan));
+      const auto n = static_cast<int>(input.shape()[0]);
+      return run_network_gpu(model, input, bind_workspace(v->launcher(opt.impl), model.conv_shapes(n)),
+                             fused, rec.label, gpu_timing(plan));
     });
   }
   if (!all) return;

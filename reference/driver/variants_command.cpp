@@ -24,6 +24,7 @@ nlohmann::json variants_json() {
                     {"precision", v.precision},
                     {"libraries", v.libraries == "none" ? nlohmann::json::array()
                                                         : nlohmann::json::array({v.libraries})},
+                    {"interface", v.interface},
                     {"fused", v.fused},
                     {"entry_point", v.entry_point()}});
   }
@@ -34,11 +35,13 @@ std::string variants_text() {
   std::vector<std::vector<std::string>> rows;
   for (const Variant& v : variants()) {
     rows.push_back({std::string(v.id), std::string(v.milestone), std::string(v.device),
-                    std::string(v.precision), std::string(v.libraries), v.fused ? "yes" : "no",
+                    std::string(v.precision), std::string(v.libraries), std::string(v.interface),
+                    v.fused ? "yes" : "no",
                     std::string(v.student_file), std::string(v.idea)});
   }
   return format_table(
-      {"variant", "milestone", "device", "precision", "libraries", "fused", "file", "idea"}, rows);
+      {"variant", "milestone", "device", "precision", "libraries", "interface", "fused", "file",
+       "idea"}, rows);
 }
 
 void add_variants_command(CLI::App& app, int& exit_code) {

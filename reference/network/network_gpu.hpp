@@ -7,13 +7,10 @@
 #include <functional>
 #include <string>
 
+#include "reference/conv/gpu_launcher.hpp"
 #include "reference/network/network.hpp"
 
 namespace convlab {
-
-/// A GPU convolution the runner calls for every conv layer (device pointers, one stream).
-using GpuConvCall =
-    std::function<void(float* y, const float* x, const float* k, const ConvShape&, cudaStream_t)>;
 
 /// Runs `model` on `input` ([N, C, H, W], host) on the GPU: the images and weights are copied
 /// to the device first, `conv` is called for every conv layer (device synchronised before and

@@ -89,7 +89,12 @@ void check_rows(const Run& r, std::size_t layers, std::size_t variants) {
       CHECK(v.at("samples_s").size() == r.report.at("runs").get<std::size_t>());
       CHECK(v.at("check").at("ok") == true);
       CHECK(v.at("gflops").get<double>() > 0);
-      CHECK(v.at("precision") == "fp32");
+      // Each variant in its declared class, with cuDNN of that class measured beside it
+      // (fp16's cuDNN is not wired yet: its row says so).
+      const std::string cls(convlab::find_variant(v.at("variant").get<std::string>()).precision);
+      CHECK(v.at("precision") == cls);
+      REQUIRE(layer.at("cudnn").contains(cls));
+      if (cls == "tf32") CHECK(layer.at("cudnn").at(cls).at("min_s").get<double>() > 0);
       if (physical > 0) CHECK(v.at("percent_of_bound").get<double>() > 0);
     }
   }
@@ -162,9 +167,11 @@ TEST_CASE("wrong, lazy, unwritten and failing launchers get their own rows; the 
       {"lazy", "here", &lazy, Precision::fp32},
       {"stub", "here", &stub, Precision::fp32},
       {"unsupported", "here", &unsupported, Precision::fp32},
-      // A tf32-class candidate: compared with cuDNN of its class, which the bench does not
-      // time yet, so its rows say "not measured" and it gets no ratio.
-      {"as_tf32", "here", &convlab::conv_forward_cudnn, Precision::tf32}};
+      // A tf32-class candidate: compared with cuDNN of its class (TENSOR_OP math).
+      {"as_tf32", "here", &convlab::conv_forward_cudnn, Precision::tf32},
+      // An fp16-class one: cuDNN's half path is not wired into the bench, so its rows say
+      // "not measured" and it gets no ratio.
+      {"as_fp16", "here", &convlab::conv_forward_cudnn, Precision::fp16}};
   convlab::BenchOptions opt;
   opt.runs = 2;
   const convlab::BenchReport r =
@@ -173,10 +180,15 @@ TEST_CASE("wrong, lazy, unwritten and failing launchers get their own rows; the 
   for (const convlab::LayerResult& layer : r.layers) {
     CAPTURE(layer.name);
     REQUIRE(layer.variants.size() == candidates.size());
-    REQUIRE(layer.cudnn.size() == 2);
+    REQUIRE(layer.cudnn.size() == 3);
     CHECK(layer.cudnn_for(Precision::fp32).time.min_s > 0);
     CHECK(layer.cudnn_for(Precision::fp32).check.ok);
-    CHECK(!layer.cudnn_for(Precision::tf32).not_measured.empty());
+    CHECK(layer.cudnn_for(Precision::fp32).math == "FMA");
+    // tf32: measured and within its class's tolerance of the fp32 oracle.
+    CHECK(layer.cudnn_for(Precision::tf32).not_measured.empty());
+    CHECK(layer.cudnn_for(Precision::tf32).time.min_s > 0);
+    CHECK(layer.cudnn_for(Precision::tf32).check.ok);
+    CHECK(!layer.cudnn_for(Precision::fp16).not_measured.empty());
     const auto& v = layer.variants;
     CHECK(v[0].status == convlab::BenchStatus::ok);
     CHECK(v[0].time.samples_s.size() == 2);
@@ -188,6 +200,7 @@ TEST_CASE("wrong, lazy, unwritten and failing launchers get their own rows; the 
     CHECK(v[4].status == convlab::BenchStatus::error);
     CHECK(v[4].message == "this shape is not supported");
     CHECK(v[5].status == convlab::BenchStatus::ok);
+    CHECK(v[6].status == convlab::BenchStatus::ok);
   }
   // Right on its first call (layer a), never again: caught by the check of the last timed run.
   CHECK(r.layers[0].variants[2].status == convlab::BenchStatus::wrong);
@@ -198,6 +211,7 @@ TEST_CASE("wrong, lazy, unwritten and failing launchers get their own rows; the 
   CHECK(text.find("zeros, a: WRONG") != std::string::npos);
   CHECK(text.find("unsupported, b: error: this shape is not supported") != std::string::npos);
   CHECK(text.find("variant as_tf32 (here), tf32 class") != std::string::npos);
-  CHECK(text.find("cuDNN tf32, a: not measured") != std::string::npos);
+  CHECK(text.find("cuDNN tf32, a: not measured") == std::string::npos);
+  CHECK(text.find("cuDNN fp16, a: not measured") != std::string::npos);
   CHECK(convlab::bench_exit_code(r) == 3);
 }

@@ -177,9 +177,10 @@ std::vector<std::regex> mentions(const Variant& v, const std::set<std::string>& 
 TEST_CASE("no source, script, build file or test names a variant outside its declaration") {
   const fs::path root = test::source_dir();
   // Ids that are English words the code uses in other senses ("the best time", "loops unroll"),
-  // and the names of other things: the devices and the models.
+  // and the names of other things: devices, precision classes, libraries and models.
   const std::set<std::string> english{"best", "unroll"};
-  std::set<std::string> other_names{"cpu", "gpu"};
+  // The devices, the precision classes and the one library a variant may call.
+  std::set<std::string> other_names{"cpu", "gpu", "fp32", "tf32", "fp16", "cublas"};
   for (const fs::directory_entry& e : fs::directory_iterator(root / "datasets/models")) {
     other_names.insert(e.path().stem().string());
   }

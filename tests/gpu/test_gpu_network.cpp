@@ -1,5 +1,6 @@
 // The network on the GPU: its layers agree with the CPU layers, the library (cuDNN) network
-// and every staff variant give the exact expected counts on the real test set, plain and with
+// and every staff variant give the exact expected counts on the real test set (a tf32 or fp16
+// variant: its class's precision rule against the float64 network), plain and with
 // their fused conv + tanh + max-pool launchers; the runner fuses only conv -> tanh -> 2x2
 // max-pool and falls back to the plain path when the fused launcher is a stub.
 #include <doctest/doctest.h>
@@ -17,6 +18,7 @@
 #include "reference/core/cuda_check.hpp"
 #include "reference/layers/cpu_layers.hpp"
 #include "reference/layers/gpu_layers.hpp"
+#include "reference/network/exact.hpp"
 #include "reference/network/network_gpu.hpp"
 #include "tests/support/test_support.hpp"
 
@@ -162,13 +164,30 @@ TEST_CASE("m1.2: the cuDNN network gives every model's expected counts") {
 
 TEST_CASE("every staff variant gives the exact counts of ece408-high, ece408-low, two-conv") {
   if (!solutions_available()) test::skip("staff solutions are not part of this build");
+  const data::Dataset& ds = test::real_test_set();
   for (const char* name : {"ece408-high", "ece408-low", "two-conv"}) {
     const Model m = model_named(name);
     const auto [n, expected] = *m.expected_correct.rbegin();
+    const auto shapes = m.conv_shapes(static_cast<int>(n));
     for (const GpuVariant& v : gpu_variants()) {
       CAPTURE(name);
       CAPTURE(v.name);
-      CHECK(correct_of(m, n, v.launcher(Impl::solution), std::string(v.name)) == expected);
+      const GpuConvCall conv = bind_workspace(v.launcher(Impl::solution), shapes);
+      const Precision c = parse_precision(find_variant(v.name).precision);
+      if (c == Precision::fp32) {
+        CHECK(correct_of(m, n, conv, std::string(v.name)) == expected);
+        continue;
+      }
+      // tf32, fp16: every image above the class's bound gets the float64 network's prediction.
+      const Tensor input = ds.images(n, m.input_scale);
+      const ExactRun exact = run_network_exact(m, input, c);
+      const NetworkRun run = run_network_gpu(m, input, conv, std::string(v.name));
+      const PrecisionVerdict verdict = judge_predictions(c, predictions(run.output),
+                                                        exact.predictions, exact.margins,
+                                                        exact.sigma);
+      MESSAGE(v.name << " on " << name << ": " << describe_verdict(verdict));
+      CHECK(verdict.images == n);
+      CHECK(verdict.ok());
     }
   }
 }
@@ -200,8 +219,8 @@ TEST_CASE("the fused path matches the CPU network on layers that are no tile mul
     const GpuConvTanhPoolFn fused = v.fused_launcher(Impl::solution);
     if (fused == nullptr) continue;
     CAPTURE(v.name);
-    const NetworkRun run =
-        run_network_gpu(m, input, v.launcher(Impl::solution), fused, std::string(v.name));
+    const NetworkRun run = run_network_gpu(m, input, bind_workspace(v.launcher(Impl::solution), {}),
+                                           fused, std::string(v.name));
     REQUIRE(run.conv_layers.size() == 2);
     for (const ConvLayerTime& t : run.conv_layers) CHECK(t.fused == kFusedTanhMaxpool2);
     CHECK(run.conv_layers[0].layer == 0);
@@ -224,9 +243,9 @@ TEST_CASE("a fused launcher that throws NotImplemented falls back to the plain p
   if (fused == gpu_variants().end()) test::skip("no variant is declared fused");
   const GpuVariant& best = *fused;
   const std::string label(best.name);
-  const NetworkRun plain = run_network_gpu(m, input, best.launcher(Impl::solution), label);
-  const NetworkRun stub =
-      run_network_gpu(m, input, best.launcher(Impl::solution), best.student_fused, label);
+  const GpuConvCall conv = bind_workspace(best.launcher(Impl::solution), {});
+  const NetworkRun plain = run_network_gpu(m, input, conv, label);
+  const NetworkRun stub = run_network_gpu(m, input, conv, best.student_fused, label);
   REQUIRE(stub.conv_layers.size() == 2);
   for (const ConvLayerTime& t : stub.conv_layers) CHECK(t.fused.empty());
   // The same kernels ran in the same order: bit-identical probabilities.
@@ -246,8 +265,9 @@ TEST_CASE("fused staff launchers give the exact counts; relu models stay unfused
       if (fused == nullptr) continue;
       CAPTURE(name);
       CAPTURE(v.name);
-      const NetworkRun run = run_network_gpu(
-          m, ds.images(n, m.input_scale), v.launcher(Impl::solution), fused, std::string(v.name));
+      const NetworkRun run =
+          run_network_gpu(m, ds.images(n, m.input_scale),
+                          bind_workspace(v.launcher(Impl::solution), {}), fused, std::string(v.name));
       CHECK(count_correct(predictions(run.output), ds.labels) == expected);
       for (const ConvLayerTime& t : run.conv_layers) {
         CHECK(t.fused == (fuses_tanh_maxpool2(m, static_cast<std::size_t>(t.layer))

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "reference/conv/cudnn_conv.hpp"
+#include "reference/conv/elementwise.hpp"
 #include "reference/conv/library_conv.hpp"
 #include "reference/conv/variants.hpp"
 #include "reference/core/cuda_check.hpp"
@@ -29,7 +30,7 @@ namespace {
 
 using convlab::ConvShape;
 using convlab::DeviceBuffer;
-using convlab::GpuConvFn;
+using convlab::GpuConvCall;
 using convlab::GpuConvTanhPoolFn;
 using convlab::PoolShape;
 
@@ -51,7 +52,7 @@ struct Problem {
   Problem& operator=(const Problem&) = delete;
 
   // Poisons y with NaN, runs `fn` on the stream, returns y.
-  std::vector<float> run(GpuConvFn fn) {
+  std::vector<float> run(const GpuConvCall& fn) {
     y.fill_bytes(0xff);
     fn(y.data(), x.data(), k.data(), shape, stream);
     CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -75,6 +76,13 @@ struct Problem {
   cudaStream_t stream = nullptr;
 };
 
+// What a variant's class adds to the fp32 tolerance on this problem (nothing for fp32).
+std::vector<double> class_allowance(const convlab::GpuVariant& v, const Problem& p) {
+  const convlab::Precision c = convlab::parse_precision(convlab::find_variant(v.name).precision);
+  if (c == convlab::Precision::fp32) return {};
+  return convlab::precision_allowance(c, p.shape, p.x_host, p.k_host);
+}
+
 std::string describe(const char* what, const ConvShape& s, const convlab::test::Comparison& c) {
   return std::string(what) + " on " + s.to_string() + ": " + std::to_string(c.mismatches) +
          " mismatches, worst error " + std::to_string(c.worst_error) + "\n" + c.report;
@@ -91,19 +99,19 @@ void check_all_variants(const ConvShape& s, bool with_cpu) {
     CHECK_MESSAGE(c.ok, describe("cuDNN vs CPU reference", s, c));
     for (const convlab::GpuVariant& v : convlab::gpu_variants()) {
       const std::string name(v.name);
-      const GpuConvFn fn = convlab::test::launcher_under_test(v);
+      const GpuConvCall fn = convlab::test::launcher_under_test(v);
       if (fn == nullptr) continue;
       const std::vector<float> out = problem.run(fn);
-      const auto r = convlab::test::compare_conv_output(out, cpu, s);
+      const auto r = convlab::test::compare_conv_output(out, cpu, s, class_allowance(v, problem));
       CHECK_MESSAGE(r.ok, describe((name + " vs CPU reference").c_str(), s, r));
     }
   }
   for (const convlab::GpuVariant& v : convlab::gpu_variants()) {
     const std::string name(v.name);
-    const GpuConvFn fn = convlab::test::launcher_under_test(v);
+    const GpuConvCall fn = convlab::test::launcher_under_test(v);
     if (fn == nullptr) continue;
     const std::vector<float> first = problem.run(fn);
-    const auto r = convlab::test::compare_conv_output(first, cudnn, s);
+    const auto r = convlab::test::compare_conv_output(first, cudnn, s, class_allowance(v, problem));
     CHECK_MESSAGE(r.ok, describe((name + " vs cuDNN").c_str(), s, r));
     // Same inputs, same code: any difference means a race or an uninitialised read.
     const std::vector<float> second = problem.run(fn);
@@ -270,12 +278,13 @@ TEST_CASE("GPU variant timing on the project's layer") {
   std::string table = "variant            min ms   median ms   speedup vs cuDNN (min)\n";
   char line[160];
   for (const convlab::GpuVariant& v : convlab::gpu_variants()) {
-    const GpuConvFn fn = convlab::test::launcher_under_test(v);
+    const GpuConvCall fn = convlab::test::launcher_under_test(v);
     if (fn == nullptr) continue;
     problem.y.fill_bytes(0xff);
     const auto t =
         time([&] { fn(problem.y.data(), problem.x.data(), problem.k.data(), s, problem.stream); });
-    const auto c = convlab::test::compare_conv_output(problem.y.download(), ref, s);
+    const auto c = convlab::test::compare_conv_output(problem.y.download(), ref, s,
+                                                      class_allowance(v, problem));
     CHECK_MESSAGE(c.ok, describe((std::string(v.name) + " (timed) vs cuDNN").c_str(), s, c));
     std::snprintf(line, sizeof line, "%-17s %8.3f %11.3f %10.2fx\n", std::string(v.name).c_str(),
                   t.first, t.second, cudnn_ms.first / t.first);

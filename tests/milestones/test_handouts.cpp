@@ -67,6 +67,11 @@ std::vector<std::string> expected_rows(const json& j) {
             ", N = " + std::to_string(j.at("default_images").get<int>()) + ": exact count",
         pts);
     row("each other variant: element-wise", pts);
+    if (g.at("other_variants").contains("variant_points")) {
+      for (const auto& [id, points] : g.at("other_variants").at("variant_points").items()) {
+        row(code(id) + " instead: both checks together", points);
+      }
+    }
   }
   return rows;
 }

@@ -108,6 +108,14 @@ TEST_CASE("a bad checks.json names the file and the field") {
         }) == prefix + "ranking.threshold.zero_ms: missing");
   CHECK(bad([](json& j) { j["ranked_variant"] = "fastest"; }) ==
         prefix + "ranked_variant: 'fastest' is not one of its variants");
+  CHECK(bad([](json& j) {
+          j["grading"]["other_variants"] = {{"variant_points", {{"fastest", 3}}}};
+        }) == prefix +
+                  "grading.other_variants.variant_points: 'fastest' is not one of its variants "
+                  "(convlab variants lists them)");
+  CHECK(bad([](json& j) {
+          j["grading"]["other_variants"] = {{"variant_points", {{"x", "many"}}}};
+        }) == prefix + "grading.other_variants.variant_points.x: must be a number >= 0");
   CHECK(error_of(dir.path(), "m2", "{\"milestone\": ").starts_with(prefix + "not JSON ("));
   CHECK(error_of(dir.path(), "m2", "[1, 2]") == prefix + "the file: expected an object");
 }

@@ -40,9 +40,10 @@ inline CpuConvFn cpu_conv_under_test() {
 }
 
 #ifdef CONVLAB_HAVE_CUDA
-/// The launcher of `v` under test, or nullptr (noted) when the team has not written it yet.
-inline GpuConvFn launcher_under_test(const GpuVariant& v) {
-  const GpuConvFn fn = v.launcher(code_under_test());
+/// The launcher of `v` under test as a plain call (its workspace, if it takes one, grows as
+/// shapes need), or empty (noted) when the team has not written it yet.
+inline GpuConvCall launcher_under_test(const GpuVariant& v) {
+  const GpuConvCall fn = bind_workspace(v.launcher(code_under_test()), {});
   const ConvShape s{1, 1, 1, 2, 2, 1};
   DeviceBuffer x(4), k(1), y(4);
   x.fill_bytes(0);

@@ -114,6 +114,12 @@ std::vector<float> random_values(std::int64_t n, std::uint32_t seed) {
 
 Comparison compare_conv_output(const std::vector<float>& out, const std::vector<float>& ref,
                                const ConvShape& shape, double atol, double rtol) {
+  return compare_conv_output(out, ref, shape, {}, atol, rtol);
+}
+
+Comparison compare_conv_output(const std::vector<float>& out, const std::vector<float>& ref,
+                               const ConvShape& shape, std::span<const double> extra,
+                               double atol, double rtol) {
   Comparison c;
   std::ostringstream report;
   if (out.size() != ref.size()) {
@@ -124,7 +130,9 @@ Comparison compare_conv_output(const std::vector<float>& out, const std::vector<
   const std::int64_t hw = std::int64_t{shape.H_out()} * shape.W_out();
   for (std::size_t i = 0; i < out.size(); ++i) {
     const double err = std::fabs(static_cast<double>(out[i]) - ref[i]);
-    const bool bad = !(err <= atol + rtol * std::fabs(static_cast<double>(ref[i])));  // NaN fails
+    const double allowed = atol + rtol * std::fabs(static_cast<double>(ref[i])) +
+                           (extra.empty() ? 0.0 : extra[i]);
+    const bool bad = !(err <= allowed);  // NaN fails
     if (std::isfinite(err) && err > c.worst_error) c.worst_error = err;
     if (bad) {
       if (c.mismatches < 10) {

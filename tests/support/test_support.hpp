@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,11 @@ struct Comparison {
 /// Checks |out - ref| <= atol + rtol * |ref| for every element of y (shape's output layout).
 Comparison compare_conv_output(const std::vector<float>& out, const std::vector<float>& ref,
                                const ConvShape& shape, double atol = 1e-4, double rtol = 1e-4);
+/// As above, and element i may also be off by extra[i] (a tf32 or fp16 variant's
+/// precision_allowance, reference/conv/elementwise.hpp); an empty `extra` adds nothing.
+Comparison compare_conv_output(const std::vector<float>& out, const std::vector<float>& ref,
+                               const ConvShape& shape, std::span<const double> extra,
+                               double atol = 1e-4, double rtol = 1e-4);
 
 /// Runs `args` through the shell, capturing stdout+stderr; returns the exit code.
 int run_command(const std::string& command, std::string* output);

@@ -9,6 +9,7 @@
 
 #include "grader/grade/grading_plan.hpp"
 #include "reference/conv/variant_table.hpp"
+#include "reference/driver/milestone.hpp"
 #include "tests/grader/grade/grade_test_support.hpp"
 
 using namespace convlab;
@@ -83,8 +84,19 @@ TEST_CASE("final: the staff variants get full marks; a fused launcher is checked
   const GradeResult r = test::grade(s.options("final"));
   INFO(test::describe(r));
   CHECK(r.grader_error.empty());
-  // The ranked variant: 32 points; every other one: 2 + 2 (final/checks.json, grading).
-  CHECK(r.max_score == 32 + 4 * static_cast<double>(kFinalFiles.size() - 1));
+  // The ranked variant: 32 points; every other one 2 + 2, or its menu weight
+  // (final/checks.json, grading.other_variants).
+  const convlab::Milestone ms = convlab::load_milestone(test::source_dir(), "final");
+  REQUIRE(ms.grading.has_value());
+  double others = 0.0;
+  for (const std::string& id : ms.variants) {
+    if (id == ms.ranked_variant) continue;
+    const auto weight = ms.grading->variant_points.find(id);
+    others += weight == ms.grading->variant_points.end() ? 2 * ms.grading->other_points_per_check
+                                                          : weight->second;
+  }
+  CHECK(kFinalFiles.size() == ms.variants.size());
+  CHECK(r.max_score == 32 + others);
   expect_full_marks(r);
   const std::string ranked = ranked_variant("final");
   for (const Variant& v : variants()) {

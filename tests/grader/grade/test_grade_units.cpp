@@ -3,6 +3,7 @@
 // models, --only globs, and the reports (Gradescope's results.json parsed back).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -240,7 +241,7 @@ TEST_CASE("m2's plan: every listed check, element-wise and the time, with their 
   CHECK(ids.size() == plan.size());
 }
 
-TEST_CASE("final's plan: the ranked variant gets every check, the others two at 2 points") {
+TEST_CASE("final's plan: the ranked variant gets every check, the others two at their points") {
   const fs::path root = test::source_dir();
   const auto specs = load_milestone_specs(root, "final");
   REQUIRE(specs.size() == 1);
@@ -258,19 +259,31 @@ TEST_CASE("final's plan: the ranked variant gets every check, the others two at 
   CHECK(find_check(plan, "network/" + ranked + "/two-conv/10000")->check.max_score == 5);
   CHECK(find_check(plan, "elementwise/" + ranked)->check.max_score == 5);
   CHECK(find_check(plan, "memcheck/" + ranked)->check.max_score == 2);
+  double others = 0.0;
   for (const std::string& name : declared) {
     if (name == ranked) continue;
     CAPTURE(name);
+    // A menu weight (variant_points) is shared by the two checks; the rest get 2 per check.
+    const auto weight = s.variant_points.find(name);
+    const double per_check = weight == s.variant_points.end() ? 2.0 : weight->second / 2;
+    others += 2 * per_check;
     REQUIRE(find_check(plan, "network/" + name + "/ece408-high/10000") != nullptr);
-    CHECK(find_check(plan, "network/" + name + "/ece408-high/10000")->check.max_score == 2);
+    CHECK(find_check(plan, "network/" + name + "/ece408-high/10000")->check.max_score == per_check);
     CHECK_FALSE(find_check(plan, "network/" + name + "/ece408-high/10000")->timed);
-    CHECK(find_check(plan, "elementwise/" + name)->check.max_score == 2);
+    CHECK(find_check(plan, "elementwise/" + name)->check.max_score == per_check);
     CHECK(find_check(plan, "memcheck/" + name)->check.max_score == 0);
     CHECK(find_check(plan, "network/" + name + "/ece408-low/10000") == nullptr);
     CHECK(find_check(plan, "time/" + name + "/ece408-high/10000") == nullptr);
   }
-  // The ranked one: 10 + 10 + 5 (networks) + 5 (element-wise) + 2 (memcheck); each other: 2 + 2.
-  CHECK(total_points(plan) == 32 + 4 * static_cast<double>(declared.size() - 1));
+  // The menu's weights as checks.json gives them (the later editions' points).
+  CHECK_FALSE(s.variant_points.empty());
+  for (const auto& [id, points] : s.variant_points) {
+    CAPTURE(id);
+    CHECK(std::find(declared.begin(), declared.end(), id) != declared.end());
+    CHECK(points > 0);
+  }
+  // The ranked one: 10 + 10 + 5 (networks) + 5 (element-wise) + 2 (memcheck).
+  CHECK(total_points(plan) == 32 + others);
 }
 
 TEST_CASE("all grades m2, m3 and final with unique ids") {

@@ -1,0 +1,40 @@
+// student/final/menu/fp16.cu: the fp16 variant.
+// Idea: half-precision inputs (__half) on tensor cores, float32 accumulation.
+//
+// FP16: round the inputs to half (__float2half_rn, __floats2half2_rn for pairs) and multiply
+// them in half precision, accumulating in float32 (WMMA m16n16k16 with __half fragments, or
+// __half2 products summed in float). This variant is in the fp16 class: it is judged by the
+// class's tolerance and rule (docs/grader.md, "Precision classes"), not the exact count.
+//
+// The harness calls conv_fp16(y, x, k, shape, stream) with DEVICE pointers:
+//   x[B][C][H][W] input, k[M][C][K][K] filters, y[B][M][H-K+1][W-K+1] output (NCHW, float32),
+//   y[b][m][h][w] = sum over c, p, q of x[b][c][h+p][w+q] * k[m][c][p][q]
+// (valid cross-correlation, stride 1, no padding, no bias). Enqueue your kernel(s) on `stream`
+// and return: the harness synchronises and times the call. Check every launch with
+// CUDA_CHECK_LAUNCH() (reference/core/cuda_check.hpp, which also has ceil_div).
+//
+// Bounds your code must handle: sizes that are not multiples of your tile, any C and K (K up to
+// at least 11), batches up to B = 10000 and beyond (gridDim.y and gridDim.z stop at 65535: loop
+// or fold the batch), and flat indices above 2^31 (compute them in int64_t).
+//
+// Keep kernels and helpers in an anonymous namespace (`namespace { }`): every variant file is
+// compiled into one library, and a kernel named the same in two files would be defined twice.
+//
+// Read the handout first: milestones/final/README.md, section 'Menu: FP16'.
+#include <cuda_runtime_api.h>
+
+#include "reference/conv/student_api.hpp"
+#include "reference/core/cuda_check.hpp"
+#include "reference/core/error.hpp"
+
+namespace convlab::student {
+
+void conv_fp16([[maybe_unused]] float* y, [[maybe_unused]] const float* x,
+               [[maybe_unused]] const float* k, [[maybe_unused]] const ConvShape& shape,
+               [[maybe_unused]] cudaStream_t stream) {
+  // Replace this line with your launch.
+  convlab::not_implemented("the fp16 GPU convolution", "student/final/menu/fp16.cu",
+                           "milestones/final/README.md, section 'Menu: FP16'");
+}
+
+}  // namespace convlab::student
