@@ -53,7 +53,9 @@ class Workspace {
  public:
   Workspace() = default;
   ~Workspace();
+  /// Takes `other`'s buffer, leaving it empty.
   Workspace(Workspace&& other) noexcept;
+  /// Frees this buffer and takes `other`'s, leaving it empty.
   Workspace& operator=(Workspace&& other) noexcept;
   Workspace(const Workspace&) = delete;
   Workspace& operator=(const Workspace&) = delete;
