@@ -112,11 +112,11 @@ step "convlab grade: the staff solutions of m3 and final, in the sandbox, on thi
 grade_root=$(mktemp -d)
 for ms in m3 final; do
   # The staff files, handed in as a team would: the same code in namespace convlab::student.
-  for f in reference/solutions/m2/*.cpp reference/solutions/m3/*.cu reference/solutions/final/*.cu; do
+  while read -r f; do
     dest="$grade_root/staff-$ms/student/${f#reference/solutions/}"
     mkdir -p "$(dirname "$dest")"
     sed 's/convlab::solution/convlab::student/g' "$f" >"$dest"
-  done
+  done < <(find reference/solutions -name '*.cpp' -o -name '*.cu')
   start=$SECONDS
   check "grade-$ms" "$convlab" grade "$grade_root/staff-$ms" --milestone "$ms" --team "staff-$ms" \
     --out "$logdir/grade-$ms" --cache "$grade_root/cache"
