@@ -68,7 +68,7 @@ struct TeamVariant {
 #define CONVLAB_TEAM_FUSED_fused(id) &convlab::student::conv_tanh_maxpool_##id
 #define CONVLAB_TEAM_FUSED_unfused(id) nullptr
 #define CONVLAB_VARIANT(id, milestone, device, student_file, staff_file, handout, idea, \
-                        precision, libraries, interface, fused)                          \
+                        precision, libraries, interface, sweep, fused)                   \
   CONVLAB_TEAM_ROW_##device(id, interface, fused)
 constexpr TeamVariant kVariants[] = {
 #include "reference/conv/variants.def"

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstddef>
+#include <span>
 
 #include "reference/conv/conv_shape.hpp"
 
@@ -41,6 +42,17 @@ using GpuConvWorkspaceFn = void (*)(float* y, const float* x, const float* k,
 /// Called on the host, outside the timed call; 0 is allowed.
 using GpuWorkspaceFn = std::size_t (*)(const ConvShape& shape);
 
+/// One point of a variant's parameter grid: a plain launcher compiled for one choice of its
+/// parameters, and that choice in words ("BM=64 BN=64 TM=4 TN=4").
+struct SweepPoint {
+  const char* params;  ///< the point's parameters, as a report prints them
+  GpuConvFn launch;    ///< the variant compiled for them
+};
+
+/// A variant declared `sweep` offers its grid (conv_<id>_sweep): every point `convlab sweep`
+/// checks and times. An empty span means the grid is not written yet.
+using GpuSweepFn = std::span<const SweepPoint> (*)();
+
 /// The optional fused signature (GpuVariant::student_fused): writes
 /// y = maxpool(tanh(conv(x, k))), the conv layer, the tanh after it and the max-pool after
 /// that in one call, without storing the convolution's output. x and k are as for GpuConvFn;
@@ -52,14 +64,18 @@ using GpuConvTanhPoolFn = void (*)(float* y, const float* x, const float* k, con
 // The entry points of every line of variants.def, declared from it: a CPU variant's
 // conv_forward_<id> (CpuConvFn), a GPU variant's conv_<id> (GpuConvFn) and, where it is
 // declared fused, conv_tanh_maxpool_<id> (GpuConvTanhPoolFn); a `workspace` GPU variant's
-// conv_<id> is a GpuConvWorkspaceFn, with conv_<id>_workspace (GpuWorkspaceFn) beside it. Expanded once in namespace
+// conv_<id> is a GpuConvWorkspaceFn, with conv_<id>_workspace (GpuWorkspaceFn) beside it; a
+// `sweep` variant also has conv_<id>_sweep (GpuSweepFn). Expanded once in namespace
 // student and once in namespace solution; their documentation is generated from the same lines
 // (docs/CMakeLists.txt).
 /// @cond CONVLAB_VARIANT_MACROS
-#define CONVLAB_DECLARE_ENTRY_cpu(id, interface) \
+#define CONVLAB_DECLARE_ENTRY_cpu(id, interface, sweep) \
   void conv_forward_##id(float* y, const float* x, const float* k, const ConvShape& shape);
 #ifdef CONVLAB_HAVE_CUDA
-#define CONVLAB_DECLARE_ENTRY_gpu(id, interface) CONVLAB_DECLARE_GPU_##interface(id)
+#define CONVLAB_DECLARE_ENTRY_gpu(id, interface, sweep) \
+  CONVLAB_DECLARE_GPU_##interface(id) CONVLAB_DECLARE_SWEEP_##sweep(id)
+#define CONVLAB_DECLARE_SWEEP_sweep(id) std::span<const SweepPoint> conv_##id##_sweep();
+#define CONVLAB_DECLARE_SWEEP_nosweep(id)
 #define CONVLAB_DECLARE_GPU_plain(id)                                              \
   void conv_##id(float* y, const float* x, const float* k, const ConvShape& shape, \
                  cudaStream_t stream);
@@ -71,13 +87,13 @@ using GpuConvTanhPoolFn = void (*)(float* y, const float* x, const float* k, con
   void conv_tanh_maxpool_##id(float* y, const float* x, const float* k, const ConvShape& shape, \
                               const PoolShape& pool, cudaStream_t stream);
 #else
-#define CONVLAB_DECLARE_ENTRY_gpu(id, interface)
+#define CONVLAB_DECLARE_ENTRY_gpu(id, interface, sweep)
 #define CONVLAB_DECLARE_FUSED_fused(id)
 #endif
 #define CONVLAB_DECLARE_FUSED_unfused(id)
 #define CONVLAB_VARIANT(id, milestone, device, student_file, staff_file, handout, idea, \
-                        precision, libraries, interface, fused)                          \
-  CONVLAB_DECLARE_ENTRY_##device(id, interface) CONVLAB_DECLARE_FUSED_##fused(id)
+                        precision, libraries, interface, sweep, fused)                   \
+  CONVLAB_DECLARE_ENTRY_##device(id, interface, sweep) CONVLAB_DECLARE_FUSED_##fused(id)
 /// @endcond
 
 /// The code a team writes, in the files of student/. The harness calls these entry points and
@@ -99,6 +115,8 @@ namespace solution {
 #ifdef CONVLAB_HAVE_CUDA
 #undef CONVLAB_DECLARE_GPU_plain
 #undef CONVLAB_DECLARE_GPU_workspace
+#undef CONVLAB_DECLARE_SWEEP_sweep
+#undef CONVLAB_DECLARE_SWEEP_nosweep
 #endif
 #undef CONVLAB_DECLARE_ENTRY_cpu
 

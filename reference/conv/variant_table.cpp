@@ -10,9 +10,10 @@ namespace {
 
 // Every line of variants.def, as data.
 #define CONVLAB_VARIANT(id, milestone, device, student_file, staff_file, handout, idea, \
-                        precision, libraries, interface, fused)                          \
-  Variant{#id,     #milestone, #device,     student_file, staff_file, handout, idea, #precision, \
-          #libraries, #interface, std::string_view(#fused) == "fused"},
+                        precision, libraries, interface, sweep, fused)                   \
+  Variant{#id,        #milestone, #device,     student_file, staff_file, handout, idea, #precision, \
+          #libraries, #interface, std::string_view(#sweep) == "sweep",                              \
+          std::string_view(#fused) == "fused"},
 constexpr std::array kDeclared = {
 #include "reference/conv/variants.def"
 };

@@ -24,6 +24,7 @@ struct Variant {
   std::string_view libraries;     ///< "none", or "cublas": the one library it may call
   /// "plain", or "workspace": its launcher takes device scratch memory of the size it states
   std::string_view interface;
+  bool sweep = false;             ///< whether it offers its parameter grid (conv_<id>_sweep)
   bool fused = false;             ///< whether it offers a fused conv + tanh + max-pool launcher
 
   /// Whether it runs on the GPU.

@@ -44,7 +44,7 @@ struct CpuEntry {
 #define CONVLAB_CPU_ENTRY_cpu(id) CpuEntry{#id, &student::conv_forward_##id, CONVLAB_SOLUTION_CPU(id)},
 #define CONVLAB_CPU_ENTRY_gpu(id)
 #define CONVLAB_VARIANT(id, milestone, device, student_file, staff_file, handout, idea, \
-                        precision, libraries, interface, fused)                          \
+                        precision, libraries, interface, sweep, fused)                   \
   CONVLAB_CPU_ENTRY_##device(id)
 constexpr std::array kCpuEntries = {
 #include "reference/conv/variants.def"
@@ -66,23 +66,28 @@ CpuConvFn cpu_conv(Impl impl, std::string_view id) {
 #ifdef CONVLAB_HAVE_CUDA
 namespace {
 #ifdef CONVLAB_HAVE_SOLUTIONS
+#define CONVLAB_SOLUTION_SWEEP_sweep(id) &solution::conv_##id##_sweep
 #define CONVLAB_SOLUTION_plain(id) GpuLauncher(&solution::conv_##id)
 #define CONVLAB_SOLUTION_workspace(id) \
   GpuLauncher(&solution::conv_##id, &solution::conv_##id##_workspace)
 #define CONVLAB_SOLUTION_FUSED_fused(id) &solution::conv_tanh_maxpool_##id
 #else
+#define CONVLAB_SOLUTION_SWEEP_sweep(id) nullptr
 #define CONVLAB_SOLUTION_plain(id) GpuLauncher()
 #define CONVLAB_SOLUTION_workspace(id) GpuLauncher()
 #define CONVLAB_SOLUTION_FUSED_fused(id) nullptr
 #endif
+#define CONVLAB_STUDENT_SWEEP_sweep(id) &student::conv_##id##_sweep
+#define CONVLAB_STUDENT_SWEEP_nosweep(id) nullptr
+#define CONVLAB_SOLUTION_SWEEP_nosweep(id) nullptr
 #define CONVLAB_STUDENT_plain(id) GpuLauncher(&student::conv_##id)
 #define CONVLAB_STUDENT_workspace(id) \
   GpuLauncher(&student::conv_##id, &student::conv_##id##_workspace)
 #define CONVLAB_STUDENT_FUSED_fused(id) &student::conv_tanh_maxpool_##id
 #define CONVLAB_STUDENT_FUSED_unfused(id) nullptr
 #define CONVLAB_SOLUTION_FUSED_unfused(id) nullptr
-#define CONVLAB_GPU_ROW_cpu(id, milestone, file, handout, idea, interface, fused)
-#define CONVLAB_GPU_ROW_gpu(id, milestone, file, handout, idea, interface, fused) \
+#define CONVLAB_GPU_ROW_cpu(id, milestone, file, handout, idea, interface, sweep, fused)
+#define CONVLAB_GPU_ROW_gpu(id, milestone, file, handout, idea, interface, sweep, fused) \
   GpuVariant{#id,                                                            \
              #milestone,                                                     \
              file,                                                           \
@@ -91,10 +96,12 @@ namespace {
              CONVLAB_STUDENT_##interface(id),                                \
              CONVLAB_SOLUTION_##interface(id),                               \
              CONVLAB_STUDENT_FUSED_##fused(id),                              \
-             CONVLAB_SOLUTION_FUSED_##fused(id)},
+             CONVLAB_SOLUTION_FUSED_##fused(id),                             \
+             CONVLAB_STUDENT_SWEEP_##sweep(id),                              \
+             CONVLAB_SOLUTION_SWEEP_##sweep(id)},
 #define CONVLAB_VARIANT(id, milestone, device, student_file, staff_file, handout, idea, \
-                        precision, libraries, interface, fused)                          \
-  CONVLAB_GPU_ROW_##device(id, milestone, student_file, handout, idea, interface, fused)
+                        precision, libraries, interface, sweep, fused)                   \
+  CONVLAB_GPU_ROW_##device(id, milestone, student_file, handout, idea, interface, sweep, fused)
 constexpr std::array kGpuVariants = {
 #include "reference/conv/variants.def"
 };
@@ -111,6 +118,12 @@ GpuConvTanhPoolFn GpuVariant::fused_launcher(Impl impl) const {
   if (impl == Impl::student || student_fused == nullptr) return student_fused;
   if (solution_fused == nullptr) throw Error(std::string(kNoSolutions));
   return solution_fused;
+}
+
+GpuSweepFn GpuVariant::sweep(Impl impl) const {
+  if (impl == Impl::student || student_sweep == nullptr) return student_sweep;
+  if (solution_sweep == nullptr) throw Error(std::string(kNoSolutions));
+  return solution_sweep;
 }
 
 std::span<const GpuVariant> gpu_variants() {

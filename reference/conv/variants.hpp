@@ -43,12 +43,19 @@ struct GpuVariant {
   GpuConvTanhPoolFn student_fused = nullptr;
   /// The staff fused launcher, or nullptr (no fused launcher, or the student release).
   GpuConvTanhPoolFn solution_fused = nullptr;
+  /// The team's parameter grid, or nullptr where the variant declares none (`nosweep`).
+  GpuSweepFn student_sweep = nullptr;
+  /// The staff grid, or nullptr (no grid, or the student release).
+  GpuSweepFn solution_sweep = nullptr;
 
   /// The launcher for `impl`; throws Error if the staff solution is not in this build.
   GpuLauncher launcher(Impl impl) const;
   /// The fused launcher for `impl`, or nullptr when the variant offers none. Throws Error if
   /// the variant offers one but the staff solutions are not in this build.
   GpuConvTanhPoolFn fused_launcher(Impl impl) const;
+  /// The parameter grid for `impl`, or nullptr when the variant declares none. Throws Error if
+  /// it declares one but the staff solutions are not in this build.
+  GpuSweepFn sweep(Impl impl) const;
 };
 
 /// Every GPU variant, in teaching order.

@@ -21,5 +21,8 @@ void add_variants_command(CLI::App& app, int& exit_code);
 /// `convlab bench`: per-layer timings of a network description against cuDNN
 /// (reference/bench/).
 void add_bench_command(CLI::App& app, int& exit_code);
+/// `convlab sweep`: every point of a variant's parameter grid, checked and timed
+/// (reference/bench/sweep.cpp).
+void add_sweep_command(CLI::App& app, int& exit_code);
 
 }  // namespace convlab

@@ -24,8 +24,11 @@ namespace convlab {
 namespace {
 
 // The GPU makes one untimed warm-up call first (module loading, first-touch costs).
+// One warm-up, the asked runs, and each conv layer's Layer Time beside its Op Time.
 [[maybe_unused]] TimingOptions gpu_timing(const RunPlan& plan) {
-  return {1, plan.opt.runs};
+  TimingOptions t{1, plan.opt.runs};
+  t.layer_time = true;
+  return t;
 }
 
 // Runs `body` and records its outcome; a stub or a failing kernel marks that run, not the
@@ -94,8 +97,8 @@ void run_gpu_variants(const RunPlan& plan, const Model& model, const Tensor& inp
     attempt(rec, all, [&] {
       const GpuConvTanhPoolFn fused = plan.fuse ? v->fused_launcher(opt.impl) : nullptr;
       const auto n = static_cast<int>(input.shape()[0]);
-      return run_network_gpu(model, input, bind_workspace(v->launcher(opt.impl), model.conv_shapes(n)),
-                             fused, rec.label, gpu_timing(plan));
+      const auto conv = bind_workspace(v->launcher(opt.impl), model.conv_shapes(n));
+      return run_network_gpu(model, input, conv, fused, rec.label, gpu_timing(plan));
     });
   }
   if (!all) return;

@@ -2,6 +2,7 @@
 // wrong count, the profile, and the same figures as JSON.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -58,6 +59,10 @@ std::string ms_text(double seconds) {
 void print_single(const RunPlan& plan, const RunResult& result, std::ostream& out) {
   const RunRecord& rec = result.records.front();
   out << "Op Time: " << format_seconds(rec.run.op_time()) << "\n";
+  if (const auto layer = rec.run.layer_time()) {
+    out << "Layer Time: " << format_seconds(*layer)
+        << " (the same calls fed from host memory: allocation, copies in and out)\n";
+  }
   out << "Correctness: " << format_accuracy(static_cast<double>(rec.correct) / plan.n)
       << " Model: " << result.model_name << std::endl;
   if (rec.verdict) out << describe_verdict(*rec.verdict) << std::endl;
@@ -71,11 +76,11 @@ void print_single(const RunPlan& plan, const RunResult& result, std::ostream& ou
 
 // One row of the --variant all table.
 std::vector<std::string> table_row(const RunPlan& plan, const RunResult& result,
-                                   const RunRecord& rec, double baseline_time) {
+                                   const RunRecord& rec, double baseline_time, bool layer_times) {
   const bool medians = plan.opt.runs > 1;
   std::vector<std::string> row{rec.label + (rec.reference ? " (library)" : "")};
   if (rec.status != "ok") {
-    row.insert(row.end(), medians ? 6 : 5, "-");
+    row.insert(row.end(), (medians ? 6 : 5) + (layer_times ? 1 : 0), "-");
     row.push_back(rec.status == "not_implemented" ? "not implemented" : "error");
     return row;
   }
@@ -91,6 +96,10 @@ std::vector<std::string> table_row(const RunPlan& plan, const RunResult& result,
   const bool ok = rec.passes();
   row.push_back(ms_text(t));
   if (medians) row.push_back(ms_text(median));
+  if (layer_times) {
+    const std::optional<double> layer = rec.run.layer_time();
+    row.push_back(layer ? ms_text(*layer) : "-");
+  }
   row.push_back(baseline_time > 0 ? speed : "-");
   row.push_back(gflops);
   row.push_back(peak_flops ? of_peak : "-");
@@ -110,6 +119,11 @@ void print_table_notes(const RunResult& result, std::ostream& out) {
   }
   for (const RunRecord& rec : result.records) {
     if (rec.verdict) out << rec.label << ": " << describe_verdict(*rec.verdict) << "\n";
+  }
+  if (std::any_of(result.records.begin(), result.records.end(),
+                  [](const RunRecord& r) { return r.status == "ok" && r.run.layer_time(); })) {
+    out << "Layer Time: each conv call again, fed from host memory: device buffers allocated, "
+           "x and k copied in, y copied back, buffers freed (fastest run).\n";
   }
   std::string fused_rows, fused_at;
   for (const RunRecord& rec : result.records) {
@@ -138,9 +152,13 @@ void print_table(const RunPlan& plan, const RunResult& result, std::ostream& out
     }
   }
   const bool medians = opt.runs > 1;
+  // GPU runs measure Layer Time too; a CPU table has no such column.
+  const bool layer_times =
+      std::any_of(result.records.begin(), result.records.end(),
+                  [](const RunRecord& r) { return r.status == "ok" && r.run.layer_time(); });
   std::vector<std::vector<std::string>> rows;
   for (const RunRecord& rec : result.records) {
-    rows.push_back(table_row(plan, result, rec, baseline_time));
+    rows.push_back(table_row(plan, result, rec, baseline_time, layer_times));
   }
   out << "Model: " << result.model_name << ", " << plan.n << " images, " << impl_name(opt.impl)
       << " code";
@@ -149,10 +167,12 @@ void print_table(const RunPlan& plan, const RunResult& result, std::ostream& out
   out << "\n\n";
   std::vector<std::string> header{"variant", "Op Time (ms)"};
   if (medians) header.push_back("median (ms)");
+  if (layer_times) header.push_back("Layer Time (ms)");
   header.insert(header.end(),
                 {"speedup vs baseline", "GFLOP/s", "% of fp32 peak", "correctness", "check"});
   std::vector<int> right{1, 2, 3, 4};
   if (medians) right.push_back(5);
+  if (layer_times) right.push_back(static_cast<int>(right.size()) + 1);
   out << format_table(header, rows, right);
   print_table_notes(result, out);
   for (const RunRecord& rec : result.records) {
@@ -221,10 +241,13 @@ json record_json(const RunPlan& plan, const RunResult& result, const RunRecord& 
                       {"median_seconds", t.median()},
                       {"samples", t.samples},
                       {"flops", t.shape.flops()},
-                      {"fused", t.fused.empty() ? json(nullptr) : json(t.fused)}});
+                      {"fused", t.fused.empty() ? json(nullptr) : json(t.fused)},
+                      {"layer_time_s", t.layer_seconds ? json(*t.layer_seconds) : json(nullptr)}});
   }
   const double t = rec.run.op_time();
   r["op_time_s"] = t;
+  const std::optional<double> layer_time = rec.run.layer_time();
+  r["layer_time_s"] = layer_time ? json(*layer_time) : json(nullptr);
   r["gflops"] = t > 0 ? flops_of(rec.run) / t / 1e9 : 0.0;
   if (result.peak_flops) {
     r["percent_of_fp32_peak"] = t > 0 ? 100.0 * flops_of(rec.run) / t / *result.peak_flops : 0.0;

@@ -25,6 +25,7 @@ nlohmann::json variants_json() {
                     {"libraries", v.libraries == "none" ? nlohmann::json::array()
                                                         : nlohmann::json::array({v.libraries})},
                     {"interface", v.interface},
+                    {"sweep", v.sweep},
                     {"fused", v.fused},
                     {"entry_point", v.entry_point()}});
   }

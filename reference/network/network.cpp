@@ -15,6 +15,15 @@ double NetworkRun::op_time() const {
   return total;
 }
 
+std::optional<double> NetworkRun::layer_time() const {
+  double total = 0.0;
+  for (const ConvLayerTime& t : conv_layers) {
+    if (!t.layer_seconds) return std::nullopt;
+    total += *t.layer_seconds;
+  }
+  return total;
+}
+
 void check_input(const Model& model, const Tensor& input) {
   if (input.rank() != 4 || input.dim(0) < 1 ||
       Shape(input.shape().begin() + 1, input.shape().end()) != model.input) {

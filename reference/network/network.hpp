@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -36,6 +37,10 @@ struct ConvLayerTime {
   /// that also computed the tanh and the 2x2 max-pool after the conv layer: the figures above
   /// then include those two layers.
   std::string fused;
+  /// Layer Time of this layer, where the runner measured it (TimingOptions::layer_time): the
+  /// same call fed from host memory, with the host-side prolog and epilog of a layer (device
+  /// buffers allocated, x and k copied in, y copied back, buffers freed); the fastest run.
+  std::optional<double> layer_seconds;
 
   /// Median of the samples.
   double median() const;
@@ -63,6 +68,10 @@ struct TimingOptions {
   /// clock: for a caller that measures the call itself (the grader's referee, whose
   /// convolution runs in another process).
   Clock clock;
+  /// Also measure each conv layer's Layer Time (ConvLayerTime::layer_seconds): `runs` more
+  /// calls, each fed from host memory. Only for a convolution that may be called on buffers
+  /// the runner allocates itself (not the grader's, whose team process maps only its own).
+  bool layer_time = false;
 };
 
 /// What a run of the network produced.
@@ -72,6 +81,8 @@ struct NetworkRun {
 
   /// Op Time: seconds summed over conv_layers.
   double op_time() const;
+  /// Sum of the conv layers' Layer Times, where every layer has one.
+  std::optional<double> layer_time() const;
 };
 
 /// A CPU convolution the runner calls for every conv layer (host pointers).
@@ -107,7 +118,7 @@ ConvLayerTime time_conv_layer(int layer, const ConvShape& shape, const TimingOpt
     prepare();
     call();
   }
-  ConvLayerTime t{layer, shape, 0.0, {}, {}};
+  ConvLayerTime t{layer, shape, 0.0, {}, {}, {}};
   for (int i = 0; i < std::max(1, timing.runs); ++i) {
     prepare();
     t.samples.push_back(timing.clock ? timing.clock([&] { call(); }) : time_call(sync, call));

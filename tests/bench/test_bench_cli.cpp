@@ -26,11 +26,15 @@ struct Result {
   std::string output;
 };
 
-Result convlab_bench(const std::string& args) {
+Result convlab_command(const std::string& command, const std::string& args) {
   Result r;
-  r.code = convlab::test::run_command(convlab::test::convlab_binary().string() + " bench " + args,
-                                      &r.output);
+  r.code = convlab::test::run_command(
+      convlab::test::convlab_binary().string() + " " + command + " " + args, &r.output);
   return r;
+}
+
+Result convlab_bench(const std::string& args) {
+  return convlab_command("bench", args);
 }
 
 std::size_t count_of(const std::string& text, const std::string& what) {
@@ -99,6 +103,37 @@ TEST_CASE("bench on a machine without a GPU says it needs one" *
   check_clear_error(convlab_bench("--net ece408 --runs 1"), "convlab bench needs a CUDA GPU");
 }
 #endif
+
+TEST_CASE("sweep: only a variant that declares a grid; bad options; it needs a GPU") {
+  std::string with_grid, without_grid, grids;
+  for (const convlab::Variant& v : convlab::variants()) {
+    if (!v.gpu()) continue;
+    if (v.sweep) grids += (grids.empty() ? "" : ", ") + std::string(v.id);
+    std::string& slot = v.sweep ? with_grid : without_grid;
+    if (slot.empty()) slot = v.id;
+  }
+  REQUIRE(!with_grid.empty());
+  REQUIRE(!without_grid.empty());
+  const auto sweep = [](const std::string& args) { return convlab_command("sweep", args); };
+  check_clear_error(sweep("--variant " + without_grid),
+                    "variant " + without_grid +
+                        " declares no parameter grid; the variants that do: " + grids);
+  check_clear_error(sweep("--variant fastest"), "unknown variant 'fastest'");
+  check_clear_error(sweep("--variant " + with_grid + " --runs 0"),
+                    "--runs must be between 1 and 1000");
+  check_clear_error(sweep("--variant " + with_grid + " --net resnet"), "unknown net 'resnet'");
+  const Result missing = sweep("");
+  CAPTURE(missing.output);
+  CHECK(missing.code == 1);
+  CHECK(missing.output.find("--variant") != std::string::npos);
+#ifndef CONVLAB_HAVE_CUDA
+  check_clear_error(sweep("--variant " + with_grid), "built without CUDA");
+#else
+  if (!convlab::cuda_device_available()) {
+    check_clear_error(sweep("--variant " + with_grid), "convlab sweep needs a CUDA GPU");
+  }
+#endif
+}
 
 TEST_CASE("bench --from-json draws the roofline plot of earlier reports, no GPU needed") {
   convlab::test::TempDir dir;

@@ -135,6 +135,44 @@ TEST_CASE("bench of every variant on a two-layer net, --no-flush" *
   CHECK(r.report.at("l2_flush") == false);
 }
 
+// Every variant that declares a parameter grid: a row per point, each checked, and the best.
+TEST_CASE("sweep of every staff grid on a two-layer net" *
+          doctest::skip(!convlab::solutions_available())) {
+  int swept = 0;
+  for (const convlab::Variant& v : convlab::variants()) {
+    if (!v.sweep) continue;
+    CAPTURE(v.id);
+    convlab::test::TempDir dir;
+    const std::string file = (dir.path() / "sweep.json").string();
+    Run r;
+    r.code = convlab::test::run_command(
+        convlab::test::convlab_binary().string() + " sweep --variant " + std::string(v.id) +
+            " --net two-conv --batch 32 --runs 2 --impl solution --json " + file,
+        &r.output);
+    CAPTURE(r.output);
+    CHECK(r.code == 0);
+    const auto points = convlab::find_gpu_variant(v.id).sweep(convlab::Impl::solution)();
+    REQUIRE(points.size() >= 2);
+    for (const convlab::SweepPoint& p : points) {
+      CHECK(r.output.find(p.params) != std::string::npos);
+    }
+    CHECK(r.output.find("best point: ") != std::string::npos);
+    CHECK(r.output.find("cuDNN (" + std::string(v.precision) + ")") != std::string::npos);
+    std::ifstream in(file);
+    const json report = json::parse(in);
+    REQUIRE(report.at("layers").size() == layers_of("two-conv"));
+    for (const json& layer : report.at("layers")) {
+      REQUIRE(layer.at("variants").size() == points.size());
+      for (const json& point : layer.at("variants")) {
+        CHECK(point.at("status") == "ok");
+        CHECK(point.at("check").at("ok") == true);
+      }
+    }
+    ++swept;
+  }
+  CHECK(swept > 0);
+}
+
 namespace {
 
 // Launchers with the variants' signature, each wrong in its own way.

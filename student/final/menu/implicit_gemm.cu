@@ -23,6 +23,8 @@
 // Read the handout first: milestones/final/README.md, section 'Menu: implicit matrix multiply'.
 #include <cuda_runtime_api.h>
 
+#include <span>
+
 #include "reference/conv/student_api.hpp"
 #include "reference/core/cuda_check.hpp"
 #include "reference/core/error.hpp"
@@ -36,6 +38,15 @@ void conv_implicit_gemm([[maybe_unused]] float* y, [[maybe_unused]] const float*
   convlab::not_implemented("the implicit_gemm GPU convolution",
                            "student/final/menu/implicit_gemm.cu",
                            "milestones/final/README.md, section 'Menu: implicit matrix multiply'");
+}
+
+std::span<const SweepPoint> conv_implicit_gemm_sweep() {
+  // Your parameter grid, once you sweep: one launcher per point, each your kernel compiled
+  // for one choice of its template parameters, for example
+  //   static const SweepPoint points[] = {{"TILE=16", &launch<16>}, ...};
+  //   return points;
+  // `convlab sweep --variant implicit_gemm` then checks and times every point.
+  return {};
 }
 
 }  // namespace convlab::student

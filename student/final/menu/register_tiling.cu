@@ -23,6 +23,8 @@
 // Read the handout first: milestones/final/README.md, section 'Menu: register tiling'.
 #include <cuda_runtime_api.h>
 
+#include <span>
+
 #include "reference/conv/student_api.hpp"
 #include "reference/core/cuda_check.hpp"
 #include "reference/core/error.hpp"
@@ -36,6 +38,15 @@ void conv_register_tiling([[maybe_unused]] float* y, [[maybe_unused]] const floa
   convlab::not_implemented("the register_tiling GPU convolution",
                            "student/final/menu/register_tiling.cu",
                            "milestones/final/README.md, section 'Menu: register tiling'");
+}
+
+std::span<const SweepPoint> conv_register_tiling_sweep() {
+  // Your parameter grid, once you sweep: one launcher per point, each your kernel compiled
+  // for one choice of its template parameters, for example
+  //   static const SweepPoint points[] = {{"BM=64 BN=64", &launch<64, 64>}, ...};
+  //   return points;
+  // `convlab sweep --variant register_tiling` then checks and times every point.
+  return {};
 }
 
 }  // namespace convlab::student

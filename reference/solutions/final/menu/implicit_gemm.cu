@@ -19,9 +19,9 @@
 namespace convlab::solution {
 namespace {
 
-constexpr int kTile = 16;  // 16x16 threads, each one output
-
-// y[b][m][h][w] for column j = (b, h, w) of the product, row m.
+// y[b][m][h][w] for column j = (b, h, w) of the product, row m: kTile x kTile threads, each
+// one output.
+template <int kTile>
 __global__ void implicit_gemm_kernel(float* __restrict__ y, const float* __restrict__ x,
                                      const float* __restrict__ k, const ConvShape s) {
   __shared__ float k_tile[kTile][kTile];
@@ -54,15 +54,32 @@ __global__ void implicit_gemm_kernel(float* __restrict__ y, const float* __restr
   if (m < s.M && col_ok) y[(b * s.M + m) * P + p] = acc;
 }
 
+template <int kTile>
+void launch_tile(float* y, const float* x, const float* k, const ConvShape& shape,
+                 cudaStream_t stream) {
+  const std::int64_t cols = std::int64_t{shape.B} * shape.H_out() * shape.W_out();
+  const dim3 grid(static_cast<unsigned>(ceil_div<std::int64_t>(cols, kTile)),
+                  static_cast<unsigned>(ceil_div(shape.M, kTile)));
+  implicit_gemm_kernel<kTile><<<grid, dim3(kTile, kTile), 0, stream>>>(y, x, k, shape);
+  CUDA_CHECK_LAUNCH();
+}
+
+// The tile edge is the sweep's one parameter: 64, 256 or 1024 threads per block.
+constexpr SweepPoint kGrid[] = {
+    {"TILE=8 (64 threads)", &launch_tile<8>},
+    {"TILE=16 (256 threads)", &launch_tile<16>},
+    {"TILE=32 (1024 threads)", &launch_tile<32>},
+};
+
 }  // namespace
 
 void conv_implicit_gemm(float* y, const float* x, const float* k, const ConvShape& shape,
                         cudaStream_t stream) {
-  const std::int64_t cols = std::int64_t{shape.B} * shape.H_out() * shape.W_out();
-  const dim3 grid(static_cast<unsigned>(ceil_div<std::int64_t>(cols, kTile)),
-                  static_cast<unsigned>(ceil_div(shape.M, kTile)));
-  implicit_gemm_kernel<<<grid, dim3(kTile, kTile), 0, stream>>>(y, x, k, shape);
-  CUDA_CHECK_LAUNCH();
+  launch_tile<16>(y, x, k, shape, stream);
+}
+
+std::span<const SweepPoint> conv_implicit_gemm_sweep() {
+  return kGrid;
 }
 
 }  // namespace convlab::solution

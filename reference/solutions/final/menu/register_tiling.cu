@@ -13,7 +13,7 @@
 // Expected effect: ncu's shared-memory instructions per FMA fall by 4x and the kernel moves
 // from the shared-memory (LSU) limit towards the FMA pipe; small M (few output maps) wastes
 // part of the 64-row tile, which is what a per-layer choice in `best` is for. The tile sizes
-// are template parameters, ready for a sweep.
+// are template parameters; conv_register_tiling_sweep() lists the grid `convlab sweep` times.
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -143,10 +143,40 @@ void launch_gemm_conv(float* y, const float* k, const Operand& x, const GemmSize
 
 }  // namespace
 
+namespace {
+
+// One point of the grid: the product with these tile sizes.
+template <int kBM, int kBN, int kBK, int kTM, int kTN>
+void launch_point(float* y, const float* x, const float* k, const ConvShape& shape,
+                  cudaStream_t stream) {
+  launch_gemm_conv<kBM, kBN, kBK, kTM, kTN>(y, k, ImplicitX::of(x, shape),
+                                            GemmSize::of(shape, shape.B), stream);
+}
+
+// Block tile kBM x kBN, sum step kBK, thread tile kTM x kTN (256 threads in every point but
+// the last two).
+constexpr SweepPoint kGrid[] = {
+    {"BM=64 BN=64 BK=8 TM=4 TN=4", &launch_point<64, 64, 8, 4, 4>},
+    {"BM=64 BN=64 BK=16 TM=4 TN=4", &launch_point<64, 64, 16, 4, 4>},
+    {"BM=32 BN=64 BK=8 TM=2 TN=4", &launch_point<32, 64, 8, 2, 4>},
+    {"BM=64 BN=32 BK=8 TM=4 TN=2", &launch_point<64, 32, 8, 4, 2>},
+    {"BM=32 BN=32 BK=8 TM=2 TN=2", &launch_point<32, 32, 8, 2, 2>},
+    {"BM=16 BN=128 BK=8 TM=1 TN=8", &launch_point<16, 128, 8, 1, 8>},
+    {"BM=128 BN=64 BK=8 TM=8 TN=4", &launch_point<128, 64, 8, 8, 4>},
+    {"BM=64 BN=128 BK=8 TM=4 TN=8", &launch_point<64, 128, 8, 4, 8>},
+    {"BM=16 BN=64 BK=8 TM=2 TN=2", &launch_point<16, 64, 8, 2, 2>},
+    {"BM=16 BN=16 BK=16 TM=1 TN=1", &launch_point<16, 16, 16, 1, 1>},
+};
+
+}  // namespace
+
 void conv_register_tiling(float* y, const float* x, const float* k, const ConvShape& shape,
                           cudaStream_t stream) {
-  launch_gemm_conv<64, 64, 8, 4, 4>(y, k, ImplicitX::of(x, shape), GemmSize::of(shape, shape.B),
-                                    stream);
+  launch_point<64, 64, 8, 4, 4>(y, x, k, shape, stream);
+}
+
+std::span<const SweepPoint> conv_register_tiling_sweep() {
+  return kGrid;
 }
 
 }  // namespace convlab::solution
