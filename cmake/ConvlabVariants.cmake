@@ -5,7 +5,7 @@
 # After include(ConvlabVariants):
 #   CONVLAB_VARIANTS                    every id, in declaration (teaching) order
 #   CONVLAB_VARIANT_<id>_<FIELD>        MILESTONE DEVICE STUDENT_FILE STAFF_FILE HANDOUT IDEA
-#                                       PRECISION LIBRARIES INTERFACE (plain or workspace)
+#                                       PRECISION LIBRARIES INTERFACE (plain, workspace or host)
 #                                       SWEEP (sweep or nosweep) FUSED (fused or unfused)
 #   convlab_variant_files(<out> STUDENT|STAFF [DEVICE cpu|gpu])
 #                                       the files, relative to student/ or reference/solutions/
@@ -25,7 +25,7 @@ endif()
 set(_q "\"([^\"]*)\"")
 set(_convlab_variant_head "^CONVLAB_VARIANT\\(([a-z][a-z0-9_]*), ([a-z0-9_]+), (cpu|gpu), (.*)$")
 set(_convlab_variant_tail
-    "^${_q}, ${_q}, ${_q}, ${_q}, (fp32|tf32|fp16), (none|cublas), (plain|workspace), (sweep|nosweep), (fused|unfused)\\)$")
+    "^${_q}, ${_q}, ${_q}, ${_q}, (fp32|tf32|fp16), (none|cublas), (plain|workspace|host), (sweep|nosweep), (fused|unfused)\\)$")
 set(CONVLAB_VARIANTS "")
 file(STRINGS "${CONVLAB_VARIANTS_FILE}" _lines REGEX "^CONVLAB_VARIANT\\(")
 foreach(_line IN LISTS _lines)
@@ -41,7 +41,7 @@ foreach(_line IN LISTS _lines)
   if(NOT _ok)
     message(FATAL_ERROR "${CONVLAB_VARIANTS_FILE}: this declaration does not have the form its "
                         "header describes (one line; id, milestone, cpu|gpu, four quoted "
-                        "strings, fp32|tf32|fp16, none|cublas, plain|workspace, sweep|nosweep, fused|unfused):\n  ${_line}")
+                        "strings, fp32|tf32|fp16, none|cublas, plain|workspace|host, sweep|nosweep, fused|unfused):\n  ${_line}")
   endif()
   list(FIND CONVLAB_VARIANTS "${_id}" _seen)  # not IN_LIST: cmake -P scripts run old policies
   if(NOT _seen EQUAL -1)
@@ -52,6 +52,12 @@ foreach(_line IN LISTS _lines)
   if(NOT _workspace_sweep EQUAL -1)
     message(FATAL_ERROR "${CONVLAB_VARIANTS_FILE}: variant ${_id} cannot both take a workspace "
                         "and sweep (a sweep point is a plain launcher)")
+  endif()
+  string(FIND "${_line}" ", host, sweep, " _host_sweep)
+  string(FIND "${_line}" ", host, nosweep, fused)" _host_fused)
+  if(NOT _host_sweep EQUAL -1 OR NOT _host_fused EQUAL -1)
+    message(FATAL_ERROR "${CONVLAB_VARIANTS_FILE}: variant ${_id} takes host memory: it can "
+                        "neither sweep nor fuse (both are device-pointer launchers)")
   endif()
   set(_i 1)
   foreach(_field STUDENT_FILE STAFF_FILE HANDOUT IDEA PRECISION LIBRARIES INTERFACE SWEEP FUSED)

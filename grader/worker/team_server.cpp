@@ -61,6 +61,8 @@ struct TeamVariant {
 #define CONVLAB_TEAM_LAUNCHER_workspace(id)                    \
   convlab::GpuLauncher(&convlab::student::conv_##id,           \
                        &convlab::student::conv_##id##_workspace)
+#define CONVLAB_TEAM_LAUNCHER_host(id) \
+  convlab::GpuLauncher::on_host(&convlab::student::conv_##id)
 #else
 #define CONVLAB_TEAM_ROW_cpu(id, interface, fused) {#id, &convlab::student::conv_forward_##id},
 #define CONVLAB_TEAM_ROW_gpu(id, interface, fused) {#id, nullptr},

@@ -249,9 +249,18 @@ VariantResult run_variant(const BenchCandidate& v, const LayerRun& run) {
 std::vector<BenchCandidate> bench_candidates(const BenchOptions& opt) {
   std::vector<const GpuVariant*> chosen;
   if (opt.variant == "all") {
-    for (const GpuVariant& v : gpu_variants()) chosen.push_back(&v);
+    // A `host` variant has no kernel time on device data: its time is a Layer Time.
+    for (const GpuVariant& v : gpu_variants()) {
+      if (!find_variant(v.name).host()) chosen.push_back(&v);
+    }
   } else {
     chosen.push_back(&find_gpu_variant(opt.variant));
+    if (find_variant(opt.variant).host()) {
+      throw Error("variant " + opt.variant +
+                  " takes host memory and does its own copies: the bench times kernels on "
+                  "device data. Its time is a Layer Time: convlab run final MODEL --variant " +
+                  opt.variant);
+    }
   }
   std::vector<BenchCandidate> out;
   for (const GpuVariant* v : chosen) {

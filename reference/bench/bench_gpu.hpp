@@ -23,7 +23,8 @@ struct BenchCandidate {
 };
 
 /// The registry variants `options` asks for (its variant name or "all"), with their launchers
-/// for options.impl. Throws Error for an unknown variant.
+/// for options.impl; "all" leaves out the variants declared `host`, which have no kernel time
+/// on device data. Throws Error for an unknown variant or a `host` one.
 std::vector<BenchCandidate> bench_candidates(const BenchOptions& options);
 
 /// Measures `shapes` (the layers of `net` at the chosen batch) with every candidate and with

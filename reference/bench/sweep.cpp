@@ -34,13 +34,13 @@ std::string sweep_variant_names() {
 
 namespace {
 
+#ifdef CONVLAB_HAVE_CUDA
 std::string ms(double seconds) {
   char text[32];
   std::snprintf(text, sizeof text, "%.4f", seconds * 1e3);
   return text;
 }
 
-#ifdef CONVLAB_HAVE_CUDA
 // Total min time of candidate `i` over the layers, or infinity when a layer failed it.
 double total_s(const BenchReport& r, std::size_t i) {
   double total = 0.0;

@@ -15,7 +15,7 @@ void cudnn_check(cudnnStatus_t status, const char* call, const char* file, int l
                   " at " + file + ":" + std::to_string(line));
 }
 
-CudnnConv::CudnnConv() {
+CudnnConv::CudnnConv(bool allow_tf32) : allow_tf32_(allow_tf32) {
   CUDNN_CHECK(cudnnCreate(&handle_));
   CUDNN_CHECK(cudnnCreateTensorDescriptor(&x_desc_));
   CUDNN_CHECK(cudnnCreateTensorDescriptor(&y_desc_));
@@ -65,6 +65,7 @@ void CudnnConv::prepare(const ConvShape& shape) {
   shape.validate();
   prepared_ = ConvShape{};  // stays empty if anything below throws
   set_conv_descriptors(shape, x_desc_, k_desc_, conv_desc_, y_desc_);
+  if (allow_tf32_) CUDNN_CHECK(cudnnSetConvolutionMathType(conv_desc_, CUDNN_TENSOR_OP_MATH));
 
   // The heuristics rank the algorithms; take the first that works and whose workspace we
   // can allocate (a large workspace may not fit next to a large batch).
@@ -76,7 +77,9 @@ void CudnnConv::prepare(const ConvShape& shape) {
   for (int i = 0; i < returned; ++i) {
     const cudnnConvolutionFwdAlgoPerf_t& p = perf[static_cast<std::size_t>(i)];
     if (p.status != CUDNN_STATUS_SUCCESS) continue;
-    if (p.mathType != CUDNN_DEFAULT_MATH && p.mathType != CUDNN_FMA_MATH) continue;
+    if (!allow_tf32_ && p.mathType != CUDNN_DEFAULT_MATH && p.mathType != CUDNN_FMA_MATH) {
+      continue;
+    }
     std::size_t bytes = 0;
     if (cudnnGetConvolutionForwardWorkspaceSize(handle_, x_desc_, k_desc_, conv_desc_, y_desc_,
                                                 p.algo, &bytes) != CUDNN_STATUS_SUCCESS) {
@@ -166,6 +169,10 @@ CudnnConv& thread_cudnn_conv() {
   thread_local CudnnConv conv;
   return conv;
 }
+CudnnConv& thread_cudnn_conv_tf32() {
+  thread_local CudnnConv conv(true);
+  return conv;
+}
 }  // namespace
 
 void conv_forward_cudnn(float* y, const float* x, const float* k, const ConvShape& shape,
@@ -176,6 +183,17 @@ void conv_forward_cudnn(float* y, const float* x, const float* k, const ConvShap
 void conv_tanh_maxpool_cudnn(float* y, const float* x, const float* k, const ConvShape& shape,
                              const PoolShape& pool, cudaStream_t stream) {
   thread_cudnn_conv().forward_tanh_maxpool(y, x, k, shape, pool, stream);
+}
+
+void conv_forward_cudnn_tf32(float* y, const float* x, const float* k, const ConvShape& shape,
+                             cudaStream_t stream) {
+  thread_cudnn_conv_tf32().forward(y, x, k, shape, stream);
+}
+
+void conv_tanh_maxpool_cudnn_tf32(float* y, const float* x, const float* k,
+                                  const ConvShape& shape, const PoolShape& pool,
+                                  cudaStream_t stream) {
+  thread_cudnn_conv_tf32().forward_tanh_maxpool(y, x, k, shape, pool, stream);
 }
 
 }  // namespace convlab

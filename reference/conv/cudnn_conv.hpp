@@ -34,7 +34,9 @@ void set_conv_descriptors(const ConvShape& shape, cudnnTensorDescriptor_t x,
 /// reused while the shape stays the same.
 class CudnnConv {
  public:
-  CudnnConv();
+  /// FMA math only (the fp32 class); with `allow_tf32`, CUDNN_TENSOR_OP_MATH, so algorithms may
+  /// run float data on TF32 tensor cores (the tf32 class's comparison).
+  explicit CudnnConv(bool allow_tf32 = false);
   ~CudnnConv();
   CudnnConv(const CudnnConv&) = delete;
   CudnnConv& operator=(const CudnnConv&) = delete;
@@ -55,6 +57,7 @@ class CudnnConv {
  private:
   void prepare(const ConvShape& shape);
 
+  bool allow_tf32_ = false;
   cudnnHandle_t handle_ = nullptr;
   cudnnTensorDescriptor_t x_desc_ = nullptr;
   cudnnTensorDescriptor_t y_desc_ = nullptr;
@@ -78,5 +81,15 @@ void conv_forward_cudnn(float* y, const float* x, const float* k, const ConvShap
 /// using the same CudnnConv per thread as conv_forward_cudnn.
 void conv_tanh_maxpool_cudnn(float* y, const float* x, const float* k, const ConvShape& shape,
                              const PoolShape& pool, cudaStream_t stream);
+
+/// conv_forward_cudnn with TF32 tensor cores allowed (the tf32 class), its own CudnnConv.
+void conv_forward_cudnn_tf32(float* y, const float* x, const float* k, const ConvShape& shape,
+                             cudaStream_t stream);
+
+/// conv_tanh_maxpool_cudnn with TF32 tensor cores allowed, the same CudnnConv as
+/// conv_forward_cudnn_tf32.
+void conv_tanh_maxpool_cudnn_tf32(float* y, const float* x, const float* k,
+                                  const ConvShape& shape, const PoolShape& pool,
+                                  cudaStream_t stream);
 
 }  // namespace convlab

@@ -12,9 +12,31 @@ std::size_t GpuLauncher::workspace_bytes(const ConvShape& shape) const {
   return bytes_ == nullptr ? 0 : bytes_(shape);
 }
 
+PinnedBuffer::PinnedBuffer(std::int64_t count) : count_(count) {
+  void* p = nullptr;
+  CUDA_CHECK(cudaMallocHost(&p, static_cast<std::size_t>(std::max<std::int64_t>(count, 1)) *
+                                    sizeof(float)));
+  data_ = static_cast<float*>(p);
+}
+
+PinnedBuffer::~PinnedBuffer() {
+  if (data_ != nullptr) cudaFreeHost(data_);
+}
+
 void GpuLauncher::operator()(float* y, const float* x, const float* k, const ConvShape& shape,
                              void* workspace, cudaStream_t stream) const {
-  if (with_workspace_ != nullptr) {
+  if (host_ != nullptr) {
+    PinnedBuffer hx(shape.x_elements()), hk(shape.k_elements()), hy(shape.y_elements());
+    CUDA_CHECK(cudaMemcpyAsync(hx.data(), x, hx.size() * sizeof(float), cudaMemcpyDeviceToHost,
+                               stream));
+    CUDA_CHECK(cudaMemcpyAsync(hk.data(), k, hk.size() * sizeof(float), cudaMemcpyDeviceToHost,
+                               stream));
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    host_(hy.data(), hx.data(), hk.data(), shape);
+    CUDA_CHECK(cudaMemcpyAsync(y, hy.data(), hy.size() * sizeof(float), cudaMemcpyHostToDevice,
+                               stream));
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+  } else if (with_workspace_ != nullptr) {
     with_workspace_(y, x, k, shape, workspace, stream);
   } else {
     plain_(y, x, k, shape, stream);
@@ -54,10 +76,12 @@ GpuConvCall bind_workspace(GpuLauncher launcher, std::span<const ConvShape> shap
   std::size_t most = 0;
   for (const ConvShape& s : shapes) most = std::max(most, launcher.workspace_bytes(s));
   ws->reserve(most);
-  return [launcher, ws](float* y, const float* x, const float* k, const ConvShape& s,
-                        cudaStream_t stream) {
+  GpuConvCall call = [launcher, ws](float* y, const float* x, const float* k, const ConvShape& s,
+                                     cudaStream_t stream) {
     launcher(y, x, k, s, ws->reserve(launcher.workspace_bytes(s)), stream);
   };
+  call.host = launcher.host();
+  return call;
 }
 
 }  // namespace convlab

@@ -38,6 +38,12 @@ using GpuConvFn = void (*)(float* y, const float* x, const float* k, const ConvS
 using GpuConvWorkspaceFn = void (*)(float* y, const float* x, const float* k,
                                     const ConvShape& shape, void* workspace, cudaStream_t stream);
 
+/// The launcher of a variant declared `host` (streams): x, k and y are page-locked host
+/// memory (the harness allocates them with cudaMallocHost). The call does everything a layer
+/// needs on the device (allocation, copies in, kernels, copy back, freeing) and returns when y
+/// holds the result: its whole duration is its Layer Time.
+using GpuConvHostFn = void (*)(float* y, const float* x, const float* k, const ConvShape& shape);
+
 /// How many bytes of workspace a `workspace` variant needs for `shape` (conv_<id>_workspace).
 /// Called on the host, outside the timed call; 0 is allowed.
 using GpuWorkspaceFn = std::size_t (*)(const ConvShape& shape);
@@ -65,9 +71,9 @@ using GpuConvTanhPoolFn = void (*)(float* y, const float* x, const float* k, con
 // conv_forward_<id> (CpuConvFn), a GPU variant's conv_<id> (GpuConvFn) and, where it is
 // declared fused, conv_tanh_maxpool_<id> (GpuConvTanhPoolFn); a `workspace` GPU variant's
 // conv_<id> is a GpuConvWorkspaceFn, with conv_<id>_workspace (GpuWorkspaceFn) beside it; a
-// `sweep` variant also has conv_<id>_sweep (GpuSweepFn). Expanded once in namespace
-// student and once in namespace solution; their documentation is generated from the same lines
-// (docs/CMakeLists.txt).
+// `host` variant's conv_<id> is a GpuConvHostFn; a `sweep` variant also has conv_<id>_sweep
+// (GpuSweepFn). Expanded once in namespace student and once in namespace solution; their
+// documentation is generated from the same lines (docs/CMakeLists.txt).
 /// @cond CONVLAB_VARIANT_MACROS
 #define CONVLAB_DECLARE_ENTRY_cpu(id, interface, sweep) \
   void conv_forward_##id(float* y, const float* x, const float* k, const ConvShape& shape);
@@ -83,6 +89,8 @@ using GpuConvTanhPoolFn = void (*)(float* y, const float* x, const float* k, con
   std::size_t conv_##id##_workspace(const ConvShape& shape);                        \
   void conv_##id(float* y, const float* x, const float* k, const ConvShape& shape, \
                  void* workspace, cudaStream_t stream);
+#define CONVLAB_DECLARE_GPU_host(id) \
+  void conv_##id(float* y, const float* x, const float* k, const ConvShape& shape);
 #define CONVLAB_DECLARE_FUSED_fused(id)                                                         \
   void conv_tanh_maxpool_##id(float* y, const float* x, const float* k, const ConvShape& shape, \
                               const PoolShape& pool, cudaStream_t stream);
@@ -115,6 +123,7 @@ namespace solution {
 #ifdef CONVLAB_HAVE_CUDA
 #undef CONVLAB_DECLARE_GPU_plain
 #undef CONVLAB_DECLARE_GPU_workspace
+#undef CONVLAB_DECLARE_GPU_host
 #undef CONVLAB_DECLARE_SWEEP_sweep
 #undef CONVLAB_DECLARE_SWEEP_nosweep
 #endif

@@ -22,7 +22,8 @@ struct Variant {
   std::string_view idea;          ///< one line: what this variant changes
   std::string_view precision;     ///< "fp32", "tf32" or "fp16"
   std::string_view libraries;     ///< "none", or "cublas": the one library it may call
-  /// "plain", or "workspace": its launcher takes device scratch memory of the size it states
+  /// "plain"; "workspace": its launcher takes device scratch memory of the size it states;
+  /// "host": its launcher takes host memory and does the layer's copies itself
   std::string_view interface;
   bool sweep = false;             ///< whether it offers its parameter grid (conv_<id>_sweep)
   bool fused = false;             ///< whether it offers a fused conv + tanh + max-pool launcher
@@ -31,6 +32,8 @@ struct Variant {
   bool gpu() const { return device == "gpu"; }
   /// Whether it states a workspace size and its launcher takes the framework's buffer.
   bool workspace() const { return interface == "workspace"; }
+  /// Whether its launcher takes host memory (its Op Time is then its Layer Time).
+  bool host() const { return interface == "host"; }
   /// The entry point's name: conv_forward_<id> (CPU) or conv_<id> (GPU).
   std::string entry_point() const;
 };

@@ -70,11 +70,13 @@ namespace {
 #define CONVLAB_SOLUTION_plain(id) GpuLauncher(&solution::conv_##id)
 #define CONVLAB_SOLUTION_workspace(id) \
   GpuLauncher(&solution::conv_##id, &solution::conv_##id##_workspace)
+#define CONVLAB_SOLUTION_host(id) GpuLauncher::on_host(&solution::conv_##id)
 #define CONVLAB_SOLUTION_FUSED_fused(id) &solution::conv_tanh_maxpool_##id
 #else
 #define CONVLAB_SOLUTION_SWEEP_sweep(id) nullptr
 #define CONVLAB_SOLUTION_plain(id) GpuLauncher()
 #define CONVLAB_SOLUTION_workspace(id) GpuLauncher()
+#define CONVLAB_SOLUTION_host(id) GpuLauncher()
 #define CONVLAB_SOLUTION_FUSED_fused(id) nullptr
 #endif
 #define CONVLAB_STUDENT_SWEEP_sweep(id) &student::conv_##id##_sweep
@@ -83,6 +85,7 @@ namespace {
 #define CONVLAB_STUDENT_plain(id) GpuLauncher(&student::conv_##id)
 #define CONVLAB_STUDENT_workspace(id) \
   GpuLauncher(&student::conv_##id, &student::conv_##id##_workspace)
+#define CONVLAB_STUDENT_host(id) GpuLauncher::on_host(&student::conv_##id)
 #define CONVLAB_STUDENT_FUSED_fused(id) &student::conv_tanh_maxpool_##id
 #define CONVLAB_STUDENT_FUSED_unfused(id) nullptr
 #define CONVLAB_SOLUTION_FUSED_unfused(id) nullptr

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "reference/conv/variant_table.hpp"
 #include "reference/core/error.hpp"
 #include "reference/driver/format.hpp"
 #include "reference/driver/run_steps.hpp"
@@ -55,6 +56,17 @@ std::string ms_text(double seconds) {
   return buf;
 }
 
+// Whether the record is a variant declared `host` (variants.def): its Op Time is its Layer Time.
+bool takes_host_memory(const RunRecord& rec) {
+  const auto& all = variants();
+  const auto v = std::find_if(all.begin(), all.end(),
+                              [&](const Variant& d) { return d.id == rec.label; });
+  return !rec.reference && v != all.end() && v->host();
+}
+
+constexpr const char* kHostNote =
+    "takes host memory and does its own allocation and copies, so its Op Time is its Layer Time";
+
 // The original two lines (and a note where the conv call also ran the tanh and max-pool).
 void print_single(const RunPlan& plan, const RunResult& result, std::ostream& out) {
   const RunRecord& rec = result.records.front();
@@ -66,6 +78,7 @@ void print_single(const RunPlan& plan, const RunResult& result, std::ostream& ou
   out << "Correctness: " << format_accuracy(static_cast<double>(rec.correct) / plan.n)
       << " Model: " << result.model_name << std::endl;
   if (rec.verdict) out << describe_verdict(*rec.verdict) << std::endl;
+  if (takes_host_memory(rec)) out << rec.label << " " << kHostNote << "." << std::endl;
   if (const std::string fused = fused_layers(rec.run); !fused.empty()) {
     out << "Op Time includes the fused tanh and max-pool: conv layer " << fused
         << " and the tanh and 2x2 max-pool after it ran as one call (--no-fuse times the "
@@ -78,7 +91,8 @@ void print_single(const RunPlan& plan, const RunResult& result, std::ostream& ou
 std::vector<std::string> table_row(const RunPlan& plan, const RunResult& result,
                                    const RunRecord& rec, double baseline_time, bool layer_times) {
   const bool medians = plan.opt.runs > 1;
-  std::vector<std::string> row{rec.label + (rec.reference ? " (library)" : "")};
+  std::vector<std::string> row{rec.label + (rec.reference ? " (library)" : ""),
+                               std::string(precision_name(rec.precision))};
   if (rec.status != "ok") {
     row.insert(row.end(), (medians ? 6 : 5) + (layer_times ? 1 : 0), "-");
     row.push_back(rec.status == "not_implemented" ? "not implemented" : "error");
@@ -122,8 +136,13 @@ void print_table_notes(const RunResult& result, std::ostream& out) {
   }
   if (std::any_of(result.records.begin(), result.records.end(),
                   [](const RunRecord& r) { return r.status == "ok" && r.run.layer_time(); })) {
-    out << "Layer Time: each conv call again, fed from host memory: device buffers allocated, "
-           "x and k copied in, y copied back, buffers freed (fastest run).\n";
+    out << "Layer Time: each conv call again, fed from page-locked host memory: device buffers "
+           "allocated, x and k copied in, y copied back, buffers freed (fastest run).\n";
+  }
+  for (const RunRecord& rec : result.records) {
+    if (rec.status == "ok" && takes_host_memory(rec)) {
+      out << rec.label << ": " << kHostNote << "; compare it with the other rows' Layer Time.\n";
+    }
   }
   std::string fused_rows, fused_at;
   for (const RunRecord& rec : result.records) {
@@ -165,14 +184,15 @@ void print_table(const RunPlan& plan, const RunResult& result, std::ostream& out
   if (!result.gpu.is_null()) out << ", " << result.gpu["name"].get<std::string>();
   if (medians) out << ", fastest and median of " << opt.runs << " timed runs";
   out << "\n\n";
-  std::vector<std::string> header{"variant", "Op Time (ms)"};
+  std::vector<std::string> header{"variant", "class", "Op Time (ms)"};
   if (medians) header.push_back("median (ms)");
   if (layer_times) header.push_back("Layer Time (ms)");
   header.insert(header.end(),
                 {"speedup vs baseline", "GFLOP/s", "% of fp32 peak", "correctness", "check"});
-  std::vector<int> right{1, 2, 3, 4};
-  if (medians) right.push_back(5);
-  if (layer_times) right.push_back(static_cast<int>(right.size()) + 1);
+  // The figures, from Op Time to % of fp32 peak, right-aligned.
+  std::vector<int> right;
+  const int figures = 4 + (medians ? 1 : 0) + (layer_times ? 1 : 0);
+  for (int c = 2; c < 2 + figures; ++c) right.push_back(c);
   out << format_table(header, rows, right);
   print_table_notes(result, out);
   for (const RunRecord& rec : result.records) {

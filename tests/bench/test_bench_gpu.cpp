@@ -128,8 +128,10 @@ TEST_CASE("bench of every variant on a two-layer net, --no-flush" *
   CHECK(r.code == 0);
   std::size_t n = 0;
   for (const convlab::GpuVariant& v : convlab::gpu_variants()) {
-    CHECK(r.output.find("variant " + std::string(v.name) + " (") != std::string::npos);
-    ++n;
+    // A variant on host memory is timed by convlab run (Layer Time), never by the bench.
+    const bool host = convlab::find_variant(v.name).host();
+    CHECK((r.output.find("variant " + std::string(v.name) + " (") != std::string::npos) == !host);
+    n += host ? 0 : 1;
   }
   check_rows(r, layers_of("two-conv"), n);
   CHECK(r.report.at("l2_flush") == false);
@@ -252,4 +254,20 @@ TEST_CASE("wrong, lazy, unwritten and failing launchers get their own rows; the 
   CHECK(text.find("cuDNN tf32, a: not measured") == std::string::npos);
   CHECK(text.find("cuDNN fp16, a: not measured") != std::string::npos);
   CHECK(convlab::bench_exit_code(r) == 3);
+}
+
+// A variant on host memory has no kernel time on device data: the bench says where its time is.
+TEST_CASE("bench refuses a variant that takes host memory, naming convlab run") {
+  int host_variants = 0;
+  for (const convlab::Variant& v : convlab::variants()) {
+    if (!v.host()) continue;
+    ++host_variants;
+    const Run r = bench("--net two-conv --batch 8 --runs 1 --variant " + std::string(v.id));
+    CAPTURE(r.output);
+    CHECK(r.code == 1);
+    CHECK(r.output.find("takes host memory") != std::string::npos);
+    CHECK(r.output.find("convlab run final MODEL --variant " + std::string(v.id)) !=
+          std::string::npos);
+  }
+  CHECK(host_variants > 0);
 }
