@@ -1,13 +1,49 @@
 // cuDNN's forward convolution through the legacy descriptor API: fp32 data, fp32 arithmetic
-// (FMA math: no TF32 tensor cores, so it can serve as the oracle of fp32 kernels).
+// (FMA math: no TF32 tensor cores, so it can serve as the oracle of fp32 kernels); and the
+// same convolution in the tf32 and fp16 classes, the comparisons of those variants.
 #include "reference/conv/cudnn_conv.hpp"
 
+#include <cuda_fp16.h>
+
+#include <algorithm>
 #include <array>
 #include <string>
 
+#include "reference/core/ceil_div.hpp"
 #include "reference/core/cuda_check.hpp"
 
 namespace convlab {
+
+namespace {
+
+__global__ void to_half(__half* __restrict__ out, const float* __restrict__ in, std::int64_t n) {
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::int64_t{gridDim.x} * blockDim.x) {
+    out[i] = __float2half_rn(in[i]);
+  }
+}
+
+__global__ void to_float(float* __restrict__ out, const __half* __restrict__ in, std::int64_t n) {
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::int64_t{gridDim.x} * blockDim.x) {
+    out[i] = __half2float(in[i]);
+  }
+}
+
+unsigned blocks_for(std::int64_t n) {
+  return static_cast<unsigned>(
+      std::clamp<std::int64_t>(ceil_div<std::int64_t>(n, 256), 1, std::int64_t{1} << 16));
+}
+
+// A DeviceBuffer of floats holding at least `halves` half values.
+void ensure_halves(DeviceBuffer& b, std::int64_t halves) {
+  const std::int64_t floats = (halves + 1) / 2;
+  if (b.size() >= floats) return;
+  b = DeviceBuffer();  // free the old one first
+  b = DeviceBuffer(floats);
+}
+
+}  // namespace
 
 void cudnn_check(cudnnStatus_t status, const char* call, const char* file, int line) {
   if (status == CUDNN_STATUS_SUCCESS) return;
@@ -15,7 +51,7 @@ void cudnn_check(cudnnStatus_t status, const char* call, const char* file, int l
                   " at " + file + ":" + std::to_string(line));
 }
 
-CudnnConv::CudnnConv(bool allow_tf32) : allow_tf32_(allow_tf32) {
+CudnnConv::CudnnConv(Precision precision) : precision_(precision) {
   CUDNN_CHECK(cudnnCreate(&handle_));
   CUDNN_CHECK(cudnnCreateTensorDescriptor(&x_desc_));
   CUDNN_CHECK(cudnnCreateTensorDescriptor(&y_desc_));
@@ -24,10 +60,18 @@ CudnnConv::CudnnConv(bool allow_tf32) : allow_tf32_(allow_tf32) {
   CUDNN_CHECK(cudnnCreateActivationDescriptor(&tanh_desc_));
   CUDNN_CHECK(cudnnCreatePoolingDescriptor(&pool_desc_));
   CUDNN_CHECK(cudnnCreateTensorDescriptor(&pooled_desc_));
+  if (precision_ == Precision::fp16) {
+    CUDNN_CHECK(cudnnCreateTensorDescriptor(&hx_desc_));
+    CUDNN_CHECK(cudnnCreateTensorDescriptor(&hy_desc_));
+    CUDNN_CHECK(cudnnCreateFilterDescriptor(&hk_desc_));
+  }
 }
 
 CudnnConv::~CudnnConv() {
   // Destructors must not throw: statuses are ignored here.
+  if (hk_desc_ != nullptr) cudnnDestroyFilterDescriptor(hk_desc_);
+  if (hy_desc_ != nullptr) cudnnDestroyTensorDescriptor(hy_desc_);
+  if (hx_desc_ != nullptr) cudnnDestroyTensorDescriptor(hx_desc_);
   if (pooled_desc_ != nullptr) cudnnDestroyTensorDescriptor(pooled_desc_);
   if (pool_desc_ != nullptr) cudnnDestroyPoolingDescriptor(pool_desc_);
   if (tanh_desc_ != nullptr) cudnnDestroyActivationDescriptor(tanh_desc_);
@@ -65,23 +109,42 @@ void CudnnConv::prepare(const ConvShape& shape) {
   shape.validate();
   prepared_ = ConvShape{};  // stays empty if anything below throws
   set_conv_descriptors(shape, x_desc_, k_desc_, conv_desc_, y_desc_);
-  if (allow_tf32_) CUDNN_CHECK(cudnnSetConvolutionMathType(conv_desc_, CUDNN_TENSOR_OP_MATH));
+  const bool fp16 = precision_ == Precision::fp16;
+  if (precision_ != Precision::fp32) {
+    CUDNN_CHECK(cudnnSetConvolutionMathType(conv_desc_, CUDNN_TENSOR_OP_MATH));
+  }
+  if (fp16) {
+    // Half data, float accumulation (the convolution's compute type stays float).
+    CUDNN_CHECK(cudnnSetTensor4dDescriptor(hx_desc_, CUDNN_TENSOR_NCHW, CUDNN_DATA_HALF, shape.B,
+                                           shape.C, shape.H, shape.W));
+    CUDNN_CHECK(cudnnSetFilter4dDescriptor(hk_desc_, CUDNN_DATA_HALF, CUDNN_TENSOR_NCHW, shape.M,
+                                           shape.C, shape.K, shape.K));
+    CUDNN_CHECK(cudnnSetTensor4dDescriptor(hy_desc_, CUDNN_TENSOR_NCHW, CUDNN_DATA_HALF, shape.B,
+                                           shape.M, shape.H_out(), shape.W_out()));
+    ensure_halves(hx_, shape.x_elements());
+    ensure_halves(hk_, shape.k_elements());
+    ensure_halves(hy_, shape.y_elements());
+  }
+  cudnnTensorDescriptor_t xd = fp16 ? hx_desc_ : x_desc_;
+  cudnnTensorDescriptor_t yd = fp16 ? hy_desc_ : y_desc_;
+  cudnnFilterDescriptor_t kd = fp16 ? hk_desc_ : k_desc_;
 
   // The heuristics rank the algorithms; take the first that works and whose workspace we
   // can allocate (a large workspace may not fit next to a large batch).
   std::array<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT> perf{};
   int returned = 0;
-  CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(handle_, x_desc_, k_desc_, conv_desc_, y_desc_,
+  CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(handle_, xd, kd, conv_desc_, yd,
                                                      static_cast<int>(perf.size()), &returned,
                                                      perf.data()));
   for (int i = 0; i < returned; ++i) {
     const cudnnConvolutionFwdAlgoPerf_t& p = perf[static_cast<std::size_t>(i)];
     if (p.status != CUDNN_STATUS_SUCCESS) continue;
-    if (!allow_tf32_ && p.mathType != CUDNN_DEFAULT_MATH && p.mathType != CUDNN_FMA_MATH) {
+    if (precision_ == Precision::fp32 && p.mathType != CUDNN_DEFAULT_MATH &&
+        p.mathType != CUDNN_FMA_MATH) {
       continue;
     }
     std::size_t bytes = 0;
-    if (cudnnGetConvolutionForwardWorkspaceSize(handle_, x_desc_, k_desc_, conv_desc_, y_desc_,
+    if (cudnnGetConvolutionForwardWorkspaceSize(handle_, xd, kd, conv_desc_, yd,
                                                 p.algo, &bytes) != CUDNN_STATUS_SUCCESS) {
       continue;
     }
@@ -100,7 +163,8 @@ void CudnnConv::prepare(const ConvShape& shape) {
     prepared_ = shape;
     return;
   }
-  throw CudaError("cuDNN offers no usable fp32 forward algorithm for " + shape.to_string());
+  throw CudaError("cuDNN offers no usable " + std::string(precision_name(precision_)) +
+                  " forward algorithm for " + shape.to_string());
 }
 
 void CudnnConv::forward(float* y, const float* x, const float* k, const ConvShape& shape,
@@ -108,9 +172,23 @@ void CudnnConv::forward(float* y, const float* x, const float* k, const ConvShap
   if (!(shape == prepared_)) prepare(shape);
   CUDNN_CHECK(cudnnSetStream(handle_, stream));
   const float one = 1.0f, zero = 0.0f;
-  CUDNN_CHECK(cudnnConvolutionForward(handle_, &one, x_desc_, x, k_desc_, k, conv_desc_, algo_,
-                                      workspace_bytes_ > 0 ? workspace_.data() : nullptr,
-                                      workspace_bytes_, &zero, y_desc_, y));
+  void* workspace = workspace_bytes_ > 0 ? workspace_.data() : nullptr;
+  if (precision_ != Precision::fp16) {
+    CUDNN_CHECK(cudnnConvolutionForward(handle_, &one, x_desc_, x, k_desc_, k, conv_desc_, algo_,
+                                        workspace, workspace_bytes_, &zero, y_desc_, y));
+    return;
+  }
+  auto* hx = reinterpret_cast<__half*>(hx_.data());
+  auto* hk = reinterpret_cast<__half*>(hk_.data());
+  auto* hy = reinterpret_cast<__half*>(hy_.data());
+  to_half<<<blocks_for(shape.x_elements()), 256, 0, stream>>>(hx, x, shape.x_elements());
+  CUDA_CHECK_LAUNCH();
+  to_half<<<blocks_for(shape.k_elements()), 256, 0, stream>>>(hk, k, shape.k_elements());
+  CUDA_CHECK_LAUNCH();
+  CUDNN_CHECK(cudnnConvolutionForward(handle_, &one, hx_desc_, hx, hk_desc_, hk, conv_desc_, algo_,
+                                      workspace, workspace_bytes_, &zero, hy_desc_, hy));
+  to_float<<<blocks_for(shape.y_elements()), 256, 0, stream>>>(y, hy, shape.y_elements());
+  CUDA_CHECK_LAUNCH();
 }
 
 void CudnnConv::forward_tanh_maxpool(float* y, const float* x, const float* k,
@@ -170,7 +248,11 @@ CudnnConv& thread_cudnn_conv() {
   return conv;
 }
 CudnnConv& thread_cudnn_conv_tf32() {
-  thread_local CudnnConv conv(true);
+  thread_local CudnnConv conv(Precision::tf32);
+  return conv;
+}
+CudnnConv& thread_cudnn_conv_fp16() {
+  thread_local CudnnConv conv(Precision::fp16);
   return conv;
 }
 }  // namespace
@@ -194,6 +276,17 @@ void conv_tanh_maxpool_cudnn_tf32(float* y, const float* x, const float* k,
                                   const ConvShape& shape, const PoolShape& pool,
                                   cudaStream_t stream) {
   thread_cudnn_conv_tf32().forward_tanh_maxpool(y, x, k, shape, pool, stream);
+}
+
+void conv_forward_cudnn_fp16(float* y, const float* x, const float* k, const ConvShape& shape,
+                             cudaStream_t stream) {
+  thread_cudnn_conv_fp16().forward(y, x, k, shape, stream);
+}
+
+void conv_tanh_maxpool_cudnn_fp16(float* y, const float* x, const float* k,
+                                  const ConvShape& shape, const PoolShape& pool,
+                                  cudaStream_t stream) {
+  thread_cudnn_conv_fp16().forward_tanh_maxpool(y, x, k, shape, pool, stream);
 }
 
 }  // namespace convlab

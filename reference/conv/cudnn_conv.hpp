@@ -9,6 +9,7 @@
 #include <string>
 
 #include "reference/conv/conv_shape.hpp"
+#include "reference/conv/precision.hpp"
 #include "reference/core/device_buffer.hpp"
 
 namespace convlab {
@@ -34,9 +35,11 @@ void set_conv_descriptors(const ConvShape& shape, cudnnTensorDescriptor_t x,
 /// reused while the shape stays the same.
 class CudnnConv {
  public:
-  /// FMA math only (the fp32 class); with `allow_tf32`, CUDNN_TENSOR_OP_MATH, so algorithms may
-  /// run float data on TF32 tensor cores (the tf32 class's comparison).
-  explicit CudnnConv(bool allow_tf32 = false);
+  /// The comparison of a precision class: fp32, FMA math only; tf32, CUDNN_TENSOR_OP_MATH, so
+  /// algorithms may run float data on TF32 tensor cores; fp16, x and k rounded to half on the
+  /// device, a half convolution with float accumulation on tensor cores, y converted back to
+  /// float, all inside forward() as an fp16 variant does it inside its call.
+  explicit CudnnConv(Precision precision = Precision::fp32);
   ~CudnnConv();
   CudnnConv(const CudnnConv&) = delete;
   CudnnConv& operator=(const CudnnConv&) = delete;
@@ -57,8 +60,14 @@ class CudnnConv {
  private:
   void prepare(const ConvShape& shape);
 
-  bool allow_tf32_ = false;
+  Precision precision_ = Precision::fp32;
   cudnnHandle_t handle_ = nullptr;
+  // fp16: half descriptors and buffers for the convolution itself (the float ones above still
+  // describe y for the tanh and max-pool).
+  cudnnTensorDescriptor_t hx_desc_ = nullptr;
+  cudnnTensorDescriptor_t hy_desc_ = nullptr;
+  cudnnFilterDescriptor_t hk_desc_ = nullptr;
+  DeviceBuffer hx_, hk_, hy_;
   cudnnTensorDescriptor_t x_desc_ = nullptr;
   cudnnTensorDescriptor_t y_desc_ = nullptr;
   cudnnFilterDescriptor_t k_desc_ = nullptr;
@@ -81,6 +90,15 @@ void conv_forward_cudnn(float* y, const float* x, const float* k, const ConvShap
 /// using the same CudnnConv per thread as conv_forward_cudnn.
 void conv_tanh_maxpool_cudnn(float* y, const float* x, const float* k, const ConvShape& shape,
                              const PoolShape& pool, cudaStream_t stream);
+
+/// conv_forward_cudnn in the fp16 class (CudnnConv(Precision::fp16)), its own CudnnConv.
+void conv_forward_cudnn_fp16(float* y, const float* x, const float* k, const ConvShape& shape,
+                             cudaStream_t stream);
+
+/// conv_tanh_maxpool_cudnn in the fp16 class, the same CudnnConv as conv_forward_cudnn_fp16.
+void conv_tanh_maxpool_cudnn_fp16(float* y, const float* x, const float* k,
+                                  const ConvShape& shape, const PoolShape& pool,
+                                  cudaStream_t stream);
 
 /// conv_forward_cudnn with TF32 tensor cores allowed (the tf32 class), its own CudnnConv.
 void conv_forward_cudnn_tf32(float* y, const float* x, const float* k, const ConvShape& shape,

@@ -111,17 +111,30 @@ void run_gpu_variants(const RunPlan& plan, const Model& model, const Tensor& inp
   rec.reference = true;
   rec.run = run_network_gpu(model, input, conv_forward_cudnn,
                             fused ? conv_tanh_maxpool_cudnn : nullptr, "cuDNN", gpu_timing(plan));
-  // cuDNN of the tf32 class too, where a variant of that class is in the table: the comparison
-  // a tensor-core kernel is held to (the precision rule judges this row as it does the variant).
-  if (std::any_of(result.records.begin(), result.records.end(),
-                  [](const RunRecord& r) { return r.precision == Precision::tf32; })) {
-    RunRecord& tf32 = result.records.emplace_back();
-    tf32.label = "cudnn_tf32";
-    tf32.reference = true;
-    tf32.precision = Precision::tf32;
-    tf32.run = run_network_gpu(model, input, conv_forward_cudnn_tf32,
-                               fused ? conv_tanh_maxpool_cudnn_tf32 : nullptr, "cuDNN (TF32)",
-                               gpu_timing(plan));
+  // cuDNN of the tf32 and fp16 classes too, where a variant of that class is in the table: the
+  // comparison such a kernel is held to (the precision rule judges these rows as the variants).
+  struct ClassRow {
+    Precision precision;
+    const char* label;
+    const char* name;
+    GpuConvFn conv;
+    GpuConvTanhPoolFn fused;
+  };
+  for (const ClassRow& c :
+       {ClassRow{Precision::tf32, "cudnn_tf32", "cuDNN (TF32)", conv_forward_cudnn_tf32,
+                 conv_tanh_maxpool_cudnn_tf32},
+        ClassRow{Precision::fp16, "cudnn_fp16", "cuDNN (FP16)", conv_forward_cudnn_fp16,
+                 conv_tanh_maxpool_cudnn_fp16}}) {
+    if (std::none_of(result.records.begin(), result.records.end(),
+                     [&](const RunRecord& r) { return r.precision == c.precision; })) {
+      continue;
+    }
+    RunRecord& row = result.records.emplace_back();
+    row.label = c.label;
+    row.reference = true;
+    row.precision = c.precision;
+    row.run = run_network_gpu(model, input, c.conv, fused ? c.fused : nullptr, c.name,
+                              gpu_timing(plan));
   }
 }
 

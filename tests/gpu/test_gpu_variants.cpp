@@ -235,6 +235,34 @@ TEST_CASE("GPU variants match cuDNN on a large batch of the project's layer") {
   check_all_variants(ConvShape{2048, 50, 1, 28, 28, 5}, /*with_cpu=*/false);
 }
 
+// cuDNN of the tf32 and fp16 classes (the comparison rows of convlab run) stays within its
+// class's element-wise bound of the CPU reference on shapes with C > 1 and odd sizes; the fp16
+// row differs from fp32 cuDNN (its inputs are rounded to half; the tf32 row only allows TF32,
+// and cuDNN may still pick an FMA algorithm).
+TEST_CASE("cuDNN of each reduced-precision class is within its class's bound") {
+  using convlab::Precision;
+  const std::pair<Precision, GpuConvCall> classes[] = {
+      {Precision::tf32, &convlab::conv_forward_cudnn_tf32},
+      {Precision::fp16, &convlab::conv_forward_cudnn_fp16}};
+  for (const ConvShape& s : {ConvShape{3, 7, 3, 19, 23, 5}, ConvShape{64, 16, 8, 12, 12, 3}}) {
+    Problem problem(s);
+    std::vector<float> cpu(static_cast<std::size_t>(s.y_elements()));
+    convlab::conv_forward_reference(cpu.data(), problem.x_host.data(), problem.k_host.data(), s);
+    const std::vector<float> fp32 = problem.run(&convlab::conv_forward_cudnn);
+    for (const auto& [precision, fn] : classes) {
+      CAPTURE(convlab::precision_name(precision));
+      const std::vector<float> out = problem.run(fn);
+      const auto allowance =
+          convlab::precision_allowance(precision, s, problem.x_host, problem.k_host);
+      const auto r = convlab::test::compare_conv_output(out, cpu, s, allowance);
+      CHECK_MESSAGE(r.ok, describe("cuDNN of the class vs CPU reference", s, r));
+      if (precision == Precision::fp16) {
+        CHECK(std::memcmp(out.data(), fp32.data(), out.size() * sizeof(float)) != 0);
+      }
+    }
+  }
+}
+
 TEST_CASE("cuDNN names its algorithm") {
   const ConvShape s{2, 4, 3, 12, 12, 3};
   Problem problem(s);
