@@ -197,15 +197,33 @@ CudnnResult run_cudnn(CudnnFinder& cudnn, const LayerRun& run, Precision precisi
   return r;
 }
 
-// cuDNN in precision class `precision`: the one place that picks the library call by class.
-// fp32 and tf32 run on the layer's float buffers; the fp16 class (half tensors) is not wired
-// into the bench yet, and its rows say so.
-CudnnResult run_cudnn_of_class(CudnnFinder& cudnn, const LayerRun& run, Precision precision) {
-  if (precision != Precision::fp16) return run_cudnn(cudnn, run, precision);
+// cuDNN of the fp16 class, as `convlab run` times it (CudnnConv(Precision::fp16)): x and k
+// rounded to half on the device, the half convolution with float accumulation on tensor cores
+// (the heuristics' first algorithm that runs), y converted back; the conversions are in the
+// timed call, as they are in an fp16 variant's.
+CudnnResult run_cudnn_fp16(const LayerRun& run) {
   CudnnResult r;
-  r.precision = precision;
-  r.not_measured = "the bench times cuDNN in the fp32 and tf32 classes only, so far";
+  r.precision = Precision::fp16;
+  CudnnConv conv(Precision::fp16);
+  std::string unused;
+  run.measure(
+      [&] {
+        conv.forward(run.buf.y.data(), run.buf.x.data(), run.buf.k.data(), run.shape,
+                     run.stream.get());
+      },
+      Precision::fp16, r.time, r.check, unused);
+  r.algorithm = conv.algorithm();
+  r.workspace_bytes = conv.workspace_bytes();
+  r.math = "TENSOR_OP (half data, float accumulation)";
   return r;
+}
+
+// cuDNN in precision class `precision`: the one place that picks the library call by class.
+// fp32 and tf32 run on the layer's float buffers (cudnnFind picks the algorithm); fp16 on half
+// copies of them.
+CudnnResult run_cudnn_of_class(CudnnFinder& cudnn, const LayerRun& run, Precision precision) {
+  if (precision == Precision::fp16) return run_cudnn_fp16(run);
+  return run_cudnn(cudnn, run, precision);
 }
 
 VariantResult run_variant(const BenchCandidate& v, const LayerRun& run) {

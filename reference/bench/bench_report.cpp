@@ -402,7 +402,9 @@ std::string header_text(const BenchReport& r) {
          "timed run\n";
   out << "cuDNN: each variant is compared with cuDNN of its precision class; fp32: the fastest "
          "algorithm of cudnnFindConvolutionForwardAlgorithmEx with FMA math (no TF32), timed the "
-         "same way; tf32: the same with TENSOR_OP math (TF32 tensor cores allowed)\n";
+         "same way; tf32: the same with TENSOR_OP math (TF32 tensor cores allowed); fp16: x and k "
+         "rounded to half on the device, cuDNN's half convolution with float accumulation, y "
+         "converted back, all in the timed call\n";
   out << "GFLOP/s: the direct convolution's 2*C*K*K flops per output over the min time; % SGEMM: "
          "of the measured fp32 peak; % bound: the roofline bound's time over the min time, the "
          "bound of the variant's class. FFT and Winograd algorithms do fewer operations, so "

@@ -89,12 +89,11 @@ void check_rows(const Run& r, std::size_t layers, std::size_t variants) {
       CHECK(v.at("samples_s").size() == r.report.at("runs").get<std::size_t>());
       CHECK(v.at("check").at("ok") == true);
       CHECK(v.at("gflops").get<double>() > 0);
-      // Each variant in its declared class, with cuDNN of that class measured beside it
-      // (fp16's cuDNN is not wired yet: its row says so).
+      // Each variant in its declared class, with cuDNN of that class measured beside it.
       const std::string cls(convlab::find_variant(v.at("variant").get<std::string>()).precision);
       CHECK(v.at("precision") == cls);
       REQUIRE(layer.at("cudnn").contains(cls));
-      if (cls == "tf32") CHECK(layer.at("cudnn").at(cls).at("min_s").get<double>() > 0);
+      CHECK(layer.at("cudnn").at(cls).at("min_s").get<double>() > 0);
       if (physical > 0) CHECK(v.at("percent_of_bound").get<double>() > 0);
     }
   }
@@ -209,8 +208,7 @@ TEST_CASE("wrong, lazy, unwritten and failing launchers get their own rows; the 
       {"unsupported", "here", &unsupported, Precision::fp32},
       // A tf32-class candidate: compared with cuDNN of its class (TENSOR_OP math).
       {"as_tf32", "here", &convlab::conv_forward_cudnn, Precision::tf32},
-      // An fp16-class one: cuDNN's half path is not wired into the bench, so its rows say
-      // "not measured" and it gets no ratio.
+      // An fp16-class one: compared with cuDNN on half data.
       {"as_fp16", "here", &convlab::conv_forward_cudnn, Precision::fp16}};
   convlab::BenchOptions opt;
   opt.runs = 2;
@@ -228,7 +226,10 @@ TEST_CASE("wrong, lazy, unwritten and failing launchers get their own rows; the 
     CHECK(layer.cudnn_for(Precision::tf32).not_measured.empty());
     CHECK(layer.cudnn_for(Precision::tf32).time.min_s > 0);
     CHECK(layer.cudnn_for(Precision::tf32).check.ok);
-    CHECK(!layer.cudnn_for(Precision::fp16).not_measured.empty());
+    // fp16: measured on half data, within its class's tolerance of the fp32 oracle.
+    CHECK(layer.cudnn_for(Precision::fp16).not_measured.empty());
+    CHECK(layer.cudnn_for(Precision::fp16).time.min_s > 0);
+    CHECK(layer.cudnn_for(Precision::fp16).check.ok);
     const auto& v = layer.variants;
     CHECK(v[0].status == convlab::BenchStatus::ok);
     CHECK(v[0].time.samples_s.size() == 2);
@@ -252,7 +253,8 @@ TEST_CASE("wrong, lazy, unwritten and failing launchers get their own rows; the 
   CHECK(text.find("unsupported, b: error: this shape is not supported") != std::string::npos);
   CHECK(text.find("variant as_tf32 (here), tf32 class") != std::string::npos);
   CHECK(text.find("cuDNN tf32, a: not measured") == std::string::npos);
-  CHECK(text.find("cuDNN fp16, a: not measured") != std::string::npos);
+  CHECK(text.find("cuDNN fp16, a: not measured") == std::string::npos);
+  CHECK(text.find("variant as_fp16 (here), fp16 class") != std::string::npos);
   CHECK(convlab::bench_exit_code(r) == 3);
 }
 
