@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <array>
+#include <memory>
 #include <string>
 
 #include "reference/core/ceil_div.hpp"
@@ -243,17 +244,12 @@ std::string CudnnConv::algorithm() const {
 }
 
 namespace {
-CudnnConv& thread_cudnn_conv() {
-  thread_local CudnnConv conv;
-  return conv;
-}
-CudnnConv& thread_cudnn_conv_tf32() {
-  thread_local CudnnConv conv(Precision::tf32);
-  return conv;
-}
-CudnnConv& thread_cudnn_conv_fp16() {
-  thread_local CudnnConv conv(Precision::fp16);
-  return conv;
+// One CudnnConv per thread and class, made on first use (a cuDNN handle is not free).
+CudnnConv& thread_cudnn_conv(Precision precision = Precision::fp32) {
+  thread_local std::array<std::unique_ptr<CudnnConv>, 3> convs;
+  std::unique_ptr<CudnnConv>& conv = convs.at(static_cast<std::size_t>(precision));
+  if (conv == nullptr) conv = std::make_unique<CudnnConv>(precision);
+  return *conv;
 }
 }  // namespace
 
@@ -269,24 +265,24 @@ void conv_tanh_maxpool_cudnn(float* y, const float* x, const float* k, const Con
 
 void conv_forward_cudnn_tf32(float* y, const float* x, const float* k, const ConvShape& shape,
                              cudaStream_t stream) {
-  thread_cudnn_conv_tf32().forward(y, x, k, shape, stream);
+  thread_cudnn_conv(Precision::tf32).forward(y, x, k, shape, stream);
 }
 
 void conv_tanh_maxpool_cudnn_tf32(float* y, const float* x, const float* k,
                                   const ConvShape& shape, const PoolShape& pool,
                                   cudaStream_t stream) {
-  thread_cudnn_conv_tf32().forward_tanh_maxpool(y, x, k, shape, pool, stream);
+  thread_cudnn_conv(Precision::tf32).forward_tanh_maxpool(y, x, k, shape, pool, stream);
 }
 
 void conv_forward_cudnn_fp16(float* y, const float* x, const float* k, const ConvShape& shape,
                              cudaStream_t stream) {
-  thread_cudnn_conv_fp16().forward(y, x, k, shape, stream);
+  thread_cudnn_conv(Precision::fp16).forward(y, x, k, shape, stream);
 }
 
 void conv_tanh_maxpool_cudnn_fp16(float* y, const float* x, const float* k,
                                   const ConvShape& shape, const PoolShape& pool,
                                   cudaStream_t stream) {
-  thread_cudnn_conv_fp16().forward_tanh_maxpool(y, x, k, shape, pool, stream);
+  thread_cudnn_conv(Precision::fp16).forward_tanh_maxpool(y, x, k, shape, pool, stream);
 }
 
 }  // namespace convlab
