@@ -133,10 +133,11 @@ const std::map<std::string, std::string> kAllowed{
      "the bench's default --variant, the kernel a team ranks with (final's ranked_variant)"},
 };
 
-// Whether `rel` is left out of the search: prose, data (.data/ is the git-ignored local copy
-// of the data set and its scripts), build output, version control.
+// Whether `rel` is left out of the search: prose, data (.data/ is a git-ignored local folder of
+// data files), build output, version control.
 bool skipped(const std::string& rel) {
-  static const std::vector<std::string> prefixes{".git/", ".data/", "build/", "datasets/models/", "docs/"};
+  static const std::vector<std::string> prefixes{".git/",           ".data/", "build/",
+                                                 "datasets/models/", "docs/"};
   for (const std::string& p : prefixes) {
     if (rel.starts_with(p)) return true;
   }
