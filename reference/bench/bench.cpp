@@ -18,13 +18,31 @@
 
 namespace convlab {
 
-namespace {
-
-void write_file(const std::filesystem::path& path, const std::string& text, const char* what) {
+void write_report_file(const std::filesystem::path& path, const std::string& text,
+                       const char* what) {
   std::ofstream f(path, std::ios::binary);
   f << text;
   if (!f) throw Error(std::string("cannot write the ") + what + " to " + path.string());
 }
+
+CheckedNet check_bench_options(const std::string& net, std::optional<int> batch, int runs,
+                               Impl impl) {
+  if (runs < 1 || runs > 1000) {
+    throw Error("--runs must be between 1 and 1000, got " + std::to_string(runs));
+  }
+  CheckedNet c{load_net(find_net(net, convlab_root() / "datasets" / "nets")), 0, {}};
+  c.batch = batch.value_or(c.net.batch);
+  if (c.batch < 1) {
+    throw Error("--batch must be a positive integer, got " + std::to_string(c.batch));
+  }
+  c.shapes = c.net.shapes(c.batch);
+  if (impl == Impl::solution && !solutions_available()) {
+    throw Error("the staff solutions are not part of this build; run with --impl student");
+  }
+  return c;
+}
+
+namespace {
 
 std::string read_file(const std::filesystem::path& path) {
   std::ifstream f(path, std::ios::binary);
@@ -38,7 +56,7 @@ std::string read_file(const std::filesystem::path& path) {
 void write_plot(const std::vector<BenchJson>& reports, const std::filesystem::path& svg,
                 std::ostream& out) {
   const RooflineChart chart = roofline_chart(reports);
-  write_file(svg, roofline_svg(chart), "roofline plot");
+  write_report_file(svg, roofline_svg(chart), "roofline plot");
   out << "roofline plot: " << svg.string() << " (" << chart.points.size() << " points)\n";
 }
 
@@ -58,21 +76,13 @@ int plot_reports(const BenchOptions& opt, std::ostream& out) {
 
 int run_bench(const BenchOptions& opt, std::ostream& out, std::ostream& err) {
   if (!opt.from_json.empty()) return plot_reports(opt, out);
-  if (opt.runs < 1 || opt.runs > 1000) {
-    throw Error("--runs must be between 1 and 1000, got " + std::to_string(opt.runs));
-  }
-  const NetDescription net = load_net(find_net(opt.net, convlab_root() / "datasets" / "nets"));
-  const int batch = opt.batch.value_or(net.batch);
-  if (batch < 1) throw Error("--batch must be a positive integer, got " + std::to_string(batch));
-  const std::vector<ConvShape> shapes = net.shapes(batch);
-  if (opt.impl == Impl::solution && !solutions_available()) {
-    throw Error("the staff solutions are not part of this build; run with --impl student");
-  }
+  const CheckedNet checked = check_bench_options(opt.net, opt.batch, opt.runs, opt.impl);
 #ifdef CONVLAB_HAVE_CUDA
-  const BenchReport report = measure_bench(net, shapes, bench_candidates(opt), opt, err);
+  const BenchReport report =
+      measure_bench(checked.net, checked.shapes, bench_candidates(opt), opt, err);
   out << format_bench_report(report) << std::flush;
   const std::string json = bench_report_json(report, CONVLAB_VERSION);
-  if (opt.json) write_file(*opt.json, json, "JSON report");
+  if (opt.json) write_report_file(*opt.json, json, "JSON report");
   if (opt.svg) write_plot({{"this run", json}}, *opt.svg, out);
   return bench_exit_code(report);
 #else

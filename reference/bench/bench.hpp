@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "reference/bench/net_description.hpp"
 #include "reference/conv/variants.hpp"
 
 namespace convlab {
@@ -47,6 +48,24 @@ struct BenchOptions {
   /// Bench reports (--json files) to plot instead of measuring: needs `svg`.
   std::vector<std::filesystem::path> from_json;
 };
+
+/// A network description and the batch to run it with, from options already checked.
+struct CheckedNet {
+  NetDescription net;             ///< the description `--net` named
+  int batch = 0;                  ///< images per call: `--batch`, else the net's own
+  std::vector<ConvShape> shapes;  ///< its conv layers at that batch
+};
+
+/// The options `convlab bench` and `convlab sweep` share, checked before any GPU work and in
+/// this order: `runs` in 1..1000, the net found and read, the batch positive, the layers'
+/// sizes at that batch (NetDescription::shapes), the staff solutions built in when `impl` asks
+/// for them. Throws Error naming the bad option.
+CheckedNet check_bench_options(const std::string& net, std::optional<int> batch, int runs,
+                               Impl impl);
+
+/// Writes `text` to `path`; throws Error("cannot write the <what> to <path>") on failure.
+void write_report_file(const std::filesystem::path& path, const std::string& text,
+                       const char* what);
 
 /// Runs the benchmark and prints the report to `out` (progress goes to `err` when it is a
 /// terminal); with options.from_json, draws those reports' roofline instead (no GPU needed).

@@ -5,17 +5,14 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <vector>
 
 #include "reference/bench/bench.hpp"
 #include "reference/bench/bench_report.hpp"
-#include "reference/bench/net_description.hpp"
 #include "reference/core/error.hpp"
 #include "reference/driver/format.hpp"
-#include "reference/driver/milestone.hpp"
 
 #ifdef CONVLAB_HAVE_CUDA
 #include "reference/bench/bench_gpu.hpp"
@@ -124,15 +121,7 @@ int run_sweep(const SweepOptions& opt, std::ostream& out, std::ostream& err) {
                 " declares no parameter grid; the variants that do: " + sweep_variant_names() +
                 " (reference/conv/variants.def, `sweep`)");
   }
-  if (opt.runs < 1 || opt.runs > 1000) {
-    throw Error("--runs must be between 1 and 1000, got " + std::to_string(opt.runs));
-  }
-  const NetDescription net = load_net(find_net(opt.net, convlab_root() / "datasets" / "nets"));
-  const int batch = opt.batch.value_or(net.batch);
-  if (batch < 1) throw Error("--batch must be a positive integer, got " + std::to_string(batch));
-  if (opt.impl == Impl::solution && !solutions_available()) {
-    throw Error("the staff solutions are not part of this build; run with --impl student");
-  }
+  const CheckedNet checked = check_bench_options(opt.net, opt.batch, opt.runs, opt.impl);
 #ifdef CONVLAB_HAVE_CUDA
   if (std::string why; !cuda_device_available(&why)) {
     throw Error("convlab sweep needs a CUDA GPU: " + why);
@@ -154,16 +143,15 @@ int run_sweep(const SweepOptions& opt, std::ostream& out, std::ostream& err) {
   BenchOptions bench;
   bench.net = opt.net;
   bench.variant = std::string(v.id);
-  bench.batch = batch;
+  bench.batch = checked.batch;
   bench.runs = opt.runs;
   bench.impl = opt.impl;
   bench.flush_l2 = opt.flush_l2;
-  const BenchReport report = measure_bench(net, net.shapes(batch), candidates, bench, err);
+  const BenchReport report =
+      measure_bench(checked.net, checked.shapes, candidates, bench, err);
   out << format_sweep(report, v, params) << std::flush;
   if (opt.json) {
-    std::ofstream f(*opt.json, std::ios::binary);
-    f << bench_report_json(report, CONVLAB_VERSION);
-    if (!f) throw Error("cannot write the JSON report to " + opt.json->string());
+    write_report_file(*opt.json, bench_report_json(report, CONVLAB_VERSION), "JSON report");
   }
   return bench_exit_code(report);
 #else
