@@ -263,26 +263,42 @@ void conv_tanh_maxpool_cudnn(float* y, const float* x, const float* k, const Con
   thread_cudnn_conv().forward_tanh_maxpool(y, x, k, shape, pool, stream);
 }
 
-void conv_forward_cudnn_tf32(float* y, const float* x, const float* k, const ConvShape& shape,
-                             cudaStream_t stream) {
-  thread_cudnn_conv(Precision::tf32).forward(y, x, k, shape, stream);
+namespace {
+template <Precision P>
+void forward_in(float* y, const float* x, const float* k, const ConvShape& shape,
+                cudaStream_t stream) {
+  thread_cudnn_conv(P).forward(y, x, k, shape, stream);
 }
 
-void conv_tanh_maxpool_cudnn_tf32(float* y, const float* x, const float* k,
-                                  const ConvShape& shape, const PoolShape& pool,
-                                  cudaStream_t stream) {
-  thread_cudnn_conv(Precision::tf32).forward_tanh_maxpool(y, x, k, shape, pool, stream);
+template <Precision P>
+void tanh_maxpool_in(float* y, const float* x, const float* k, const ConvShape& shape,
+                     const PoolShape& pool, cudaStream_t stream) {
+  thread_cudnn_conv(P).forward_tanh_maxpool(y, x, k, shape, pool, stream);
+}
+}  // namespace
+
+GpuConvFn conv_forward_cudnn_of(Precision precision) {
+  switch (precision) {
+    case Precision::fp32:
+      return &conv_forward_cudnn;
+    case Precision::tf32:
+      return &forward_in<Precision::tf32>;
+    case Precision::fp16:
+      return &forward_in<Precision::fp16>;
+  }
+  throw Error("unknown precision class");
 }
 
-void conv_forward_cudnn_fp16(float* y, const float* x, const float* k, const ConvShape& shape,
-                             cudaStream_t stream) {
-  thread_cudnn_conv(Precision::fp16).forward(y, x, k, shape, stream);
-}
-
-void conv_tanh_maxpool_cudnn_fp16(float* y, const float* x, const float* k,
-                                  const ConvShape& shape, const PoolShape& pool,
-                                  cudaStream_t stream) {
-  thread_cudnn_conv(Precision::fp16).forward_tanh_maxpool(y, x, k, shape, pool, stream);
+GpuConvTanhPoolFn conv_tanh_maxpool_cudnn_of(Precision precision) {
+  switch (precision) {
+    case Precision::fp32:
+      return &conv_tanh_maxpool_cudnn;
+    case Precision::tf32:
+      return &tanh_maxpool_in<Precision::tf32>;
+    case Precision::fp16:
+      return &tanh_maxpool_in<Precision::fp16>;
+  }
+  throw Error("unknown precision class");
 }
 
 }  // namespace convlab

@@ -10,6 +10,7 @@
 
 #include "reference/conv/conv_shape.hpp"
 #include "reference/conv/precision.hpp"
+#include "reference/conv/student_api.hpp"
 #include "reference/core/device_buffer.hpp"
 
 namespace convlab {
@@ -91,23 +92,12 @@ void conv_forward_cudnn(float* y, const float* x, const float* k, const ConvShap
 void conv_tanh_maxpool_cudnn(float* y, const float* x, const float* k, const ConvShape& shape,
                              const PoolShape& pool, cudaStream_t stream);
 
-/// conv_forward_cudnn in the fp16 class (CudnnConv(Precision::fp16)), its own CudnnConv.
-void conv_forward_cudnn_fp16(float* y, const float* x, const float* k, const ConvShape& shape,
-                             cudaStream_t stream);
+/// conv_forward_cudnn in precision class `precision` (CudnnConv(precision), one per thread and
+/// class): the comparison of that class's variants. fp32 is conv_forward_cudnn itself.
+GpuConvFn conv_forward_cudnn_of(Precision precision);
 
-/// conv_tanh_maxpool_cudnn in the fp16 class, the same CudnnConv as conv_forward_cudnn_fp16.
-void conv_tanh_maxpool_cudnn_fp16(float* y, const float* x, const float* k,
-                                  const ConvShape& shape, const PoolShape& pool,
-                                  cudaStream_t stream);
-
-/// conv_forward_cudnn with TF32 tensor cores allowed (the tf32 class), its own CudnnConv.
-void conv_forward_cudnn_tf32(float* y, const float* x, const float* k, const ConvShape& shape,
-                             cudaStream_t stream);
-
-/// conv_tanh_maxpool_cudnn with TF32 tensor cores allowed, the same CudnnConv as
-/// conv_forward_cudnn_tf32.
-void conv_tanh_maxpool_cudnn_tf32(float* y, const float* x, const float* k,
-                                  const ConvShape& shape, const PoolShape& pool,
-                                  cudaStream_t stream);
+/// conv_tanh_maxpool_cudnn in precision class `precision`, on the same CudnnConv as
+/// conv_forward_cudnn_of(precision).
+GpuConvTanhPoolFn conv_tanh_maxpool_cudnn_of(Precision precision);
 
 }  // namespace convlab

@@ -106,34 +106,22 @@ void run_gpu_variants(const RunPlan& plan, const Model& model, const Tensor& inp
   const bool fused =
       std::any_of(result.records.begin(), result.records.end(),
                   [](const RunRecord& r) { return r.status == "ok" && any_fused(r.run); });
-  RunRecord& rec = result.records.emplace_back();
-  rec.label = "cudnn";
-  rec.reference = true;
-  rec.run = run_network_gpu(model, input, conv_forward_cudnn,
-                            fused ? conv_tanh_maxpool_cudnn : nullptr, "cuDNN", gpu_timing(plan));
-  // cuDNN of the tf32 and fp16 classes too, where a variant of that class is in the table: the
-  // comparison such a kernel is held to (the precision rule judges these rows as the variants).
-  struct ClassRow {
-    Precision precision;
-    const char* label;
-    const char* name;
-    GpuConvFn conv;
-    GpuConvTanhPoolFn fused;
-  };
-  for (const ClassRow& c :
-       {ClassRow{Precision::tf32, "cudnn_tf32", "cuDNN (TF32)", conv_forward_cudnn_tf32,
-                 conv_tanh_maxpool_cudnn_tf32},
-        ClassRow{Precision::fp16, "cudnn_fp16", "cuDNN (FP16)", conv_forward_cudnn_fp16,
-                 conv_tanh_maxpool_cudnn_fp16}}) {
-    if (std::none_of(result.records.begin(), result.records.end(),
-                     [&](const RunRecord& r) { return r.precision == c.precision; })) {
-      continue;
-    }
-    RunRecord& row = result.records.emplace_back();
-    row.label = c.label;
-    row.reference = true;
-    row.precision = c.precision;
-    row.run = run_network_gpu(model, input, c.conv, fused ? c.fused : nullptr, c.name,
+  // cuDNN of each class in the table: fp32 always, tf32 and fp16 where a variant of that class
+  // ran, the comparison such a kernel is held to (the precision rule judges those rows as it
+  // judges the variants).
+  for (const Precision p : precision_classes()) {
+    const bool in_table =
+        std::any_of(result.records.begin(), result.records.end(),
+                    [&](const RunRecord& r) { return !r.reference && r.precision == p; });
+    if (p != Precision::fp32 && !in_table) continue;
+    const std::string name(precision_name(p));
+    RunRecord& rec = result.records.emplace_back();
+    rec.label = p == Precision::fp32 ? "cudnn" : "cudnn_" + name;
+    rec.reference = true;
+    rec.precision = p;
+    rec.run = run_network_gpu(model, input, conv_forward_cudnn_of(p),
+                              fused ? conv_tanh_maxpool_cudnn_of(p) : nullptr,
+                              p == Precision::fp32 ? "cuDNN" : "cuDNN (" + name + ")",
                               gpu_timing(plan));
   }
 }

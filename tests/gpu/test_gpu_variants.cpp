@@ -242,8 +242,8 @@ TEST_CASE("GPU variants match cuDNN on a large batch of the project's layer") {
 TEST_CASE("cuDNN of each reduced-precision class is within its class's bound") {
   using convlab::Precision;
   const std::pair<Precision, GpuConvCall> classes[] = {
-      {Precision::tf32, &convlab::conv_forward_cudnn_tf32},
-      {Precision::fp16, &convlab::conv_forward_cudnn_fp16}};
+      {Precision::tf32, convlab::conv_forward_cudnn_of(Precision::tf32)},
+      {Precision::fp16, convlab::conv_forward_cudnn_of(Precision::fp16)}};
   for (const ConvShape& s : {ConvShape{3, 7, 3, 19, 23, 5}, ConvShape{64, 16, 8, 12, 12, 3}}) {
     Problem problem(s);
     std::vector<float> cpu(static_cast<std::size_t>(s.y_elements()));
