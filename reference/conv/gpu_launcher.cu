@@ -23,19 +23,26 @@ PinnedBuffer::~PinnedBuffer() {
   if (data_ != nullptr) cudaFreeHost(data_);
 }
 
+void PinnedBuffer::download(const float* src, cudaStream_t stream) {
+  CUDA_CHECK(cudaMemcpyAsync(data_, src, static_cast<std::size_t>(count_) * sizeof(float),
+                             cudaMemcpyDeviceToHost, stream));
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+void PinnedBuffer::upload(float* dst, cudaStream_t stream) const {
+  CUDA_CHECK(cudaMemcpyAsync(dst, data_, static_cast<std::size_t>(count_) * sizeof(float),
+                             cudaMemcpyHostToDevice, stream));
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
 void GpuLauncher::operator()(float* y, const float* x, const float* k, const ConvShape& shape,
                              void* workspace, cudaStream_t stream) const {
   if (host_ != nullptr) {
     PinnedBuffer hx(shape.x_elements()), hk(shape.k_elements()), hy(shape.y_elements());
-    CUDA_CHECK(cudaMemcpyAsync(hx.data(), x, hx.size() * sizeof(float), cudaMemcpyDeviceToHost,
-                               stream));
-    CUDA_CHECK(cudaMemcpyAsync(hk.data(), k, hk.size() * sizeof(float), cudaMemcpyDeviceToHost,
-                               stream));
-    CUDA_CHECK(cudaStreamSynchronize(stream));
+    hx.download(x, stream);
+    hk.download(k, stream);
     host_(hy.data(), hx.data(), hk.data(), shape);
-    CUDA_CHECK(cudaMemcpyAsync(y, hy.data(), hy.size() * sizeof(float), cudaMemcpyHostToDevice,
-                               stream));
-    CUDA_CHECK(cudaStreamSynchronize(stream));
+    hy.upload(y, stream);
   } else if (with_workspace_ != nullptr) {
     with_workspace_(y, x, k, shape, workspace, stream);
   } else {

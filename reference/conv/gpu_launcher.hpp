@@ -99,6 +99,10 @@ class PinnedBuffer {
   float* data() const { return data_; }
   /// Its length in floats.
   std::int64_t size() const { return count_; }
+  /// Copies size() floats from device memory `src` into it, on `stream`, and waits.
+  void download(const float* src, cudaStream_t stream = nullptr);
+  /// Copies its size() floats to device memory `dst`, on `stream`, and waits.
+  void upload(float* dst, cudaStream_t stream = nullptr) const;
 
  private:
   float* data_ = nullptr;

@@ -56,6 +56,12 @@ std::string ms_text(double seconds) {
   return buf;
 }
 
+// Whether any row ran and has a Layer Time (GPU runs measure it; a CPU table has none).
+bool has_layer_times(const RunResult& result) {
+  return std::any_of(result.records.begin(), result.records.end(),
+                     [](const RunRecord& r) { return r.status == "ok" && r.run.layer_time(); });
+}
+
 // Whether the record is a variant declared `host` (variants.def): its Op Time is its Layer Time.
 bool takes_host_memory(const RunRecord& rec) {
   const auto& all = variants();
@@ -134,8 +140,7 @@ void print_table_notes(const RunResult& result, std::ostream& out) {
   for (const RunRecord& rec : result.records) {
     if (rec.verdict) out << rec.label << ": " << describe_verdict(*rec.verdict) << "\n";
   }
-  if (std::any_of(result.records.begin(), result.records.end(),
-                  [](const RunRecord& r) { return r.status == "ok" && r.run.layer_time(); })) {
+  if (has_layer_times(result)) {
     out << "Layer Time: each conv call again, fed from page-locked host memory: device buffers "
            "allocated, x and k copied in, y copied back, buffers freed (fastest run).\n";
   }
@@ -171,10 +176,7 @@ void print_table(const RunPlan& plan, const RunResult& result, std::ostream& out
     }
   }
   const bool medians = opt.runs > 1;
-  // GPU runs measure Layer Time too; a CPU table has no such column.
-  const bool layer_times =
-      std::any_of(result.records.begin(), result.records.end(),
-                  [](const RunRecord& r) { return r.status == "ok" && r.run.layer_time(); });
+  const bool layer_times = has_layer_times(result);
   std::vector<std::vector<std::string>> rows;
   for (const RunRecord& rec : result.records) {
     rows.push_back(table_row(plan, result, rec, baseline_time, layer_times));

@@ -33,23 +33,20 @@ double time_as_layer(const DeviceBuffer& x, const DeviceBuffer& k, std::int64_t 
                      int runs) {
   CUDA_CHECK(cudaDeviceSynchronize());
   // Page-locked, as a `host` variant gets them: every variant's Layer Time copies at one speed.
-  const PinnedBuffer x_host(x.size()), k_host(k.size()), y_host(y_count);
-  CUDA_CHECK(cudaMemcpy(x_host.data(), x.data(), x.size() * sizeof(float), cudaMemcpyDeviceToHost));
-  CUDA_CHECK(cudaMemcpy(k_host.data(), k.data(), k.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  PinnedBuffer x_host(x.size()), k_host(k.size()), y_host(y_count);
+  x_host.download(x.data());
+  k_host.download(k.data());
   double best = std::numeric_limits<double>::infinity();
   for (int r = 0; r < std::max(runs, 1); ++r) {
     const auto t0 = std::chrono::steady_clock::now();
     {
       DeviceBuffer dx(x.size()), dk(k.size()), dy(y_count);
-      CUDA_CHECK(cudaMemcpy(dx.data(), x_host.data(), x.size() * sizeof(float),
-                            cudaMemcpyHostToDevice));
-      CUDA_CHECK(cudaMemcpy(dk.data(), k_host.data(), k.size() * sizeof(float),
-                            cudaMemcpyHostToDevice));
+      x_host.upload(dx.data());
+      k_host.upload(dk.data());
       call(dy.data(), dx.data(), dk.data());
       CUDA_CHECK(cudaDeviceSynchronize());
       CUDA_CHECK(cudaGetLastError());
-      CUDA_CHECK(cudaMemcpy(y_host.data(), dy.data(), y_count * sizeof(float),
-                            cudaMemcpyDeviceToHost));
+      y_host.download(dy.data());
     }
     const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
     best = std::min(best, dt.count());
@@ -65,15 +62,16 @@ ConvLayerTime time_host_layer(int layer, const ConvShape& s, const TimingOptions
                               Sync& sync, GpuConvHostFn host, const DeviceBuffer& x,
                               const DeviceBuffer& k, DeviceBuffer& y) {
   sync();
-  const PinnedBuffer hx(x.size()), hk(k.size()), hy(y.size());
-  CUDA_CHECK(cudaMemcpy(hx.data(), x.data(), x.size() * sizeof(float), cudaMemcpyDeviceToHost));
-  CUDA_CHECK(cudaMemcpy(hk.data(), k.data(), k.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  PinnedBuffer hx(x.size()), hk(k.size());
+  const PinnedBuffer hy(y.size());
+  hx.download(x.data());
+  hk.download(k.data());
   ConvLayerTime t = time_conv_layer(
       layer, s, timing,
       [&] { std::fill_n(hy.data(), hy.size(), std::numeric_limits<float>::quiet_NaN()); }, sync,
       [&] { host(hy.data(), hx.data(), hk.data(), s); });
   t.layer_seconds = t.seconds;
-  CUDA_CHECK(cudaMemcpy(y.data(), hy.data(), y.size() * sizeof(float), cudaMemcpyHostToDevice));
+  hy.upload(y.data());
   return t;
 }
 
