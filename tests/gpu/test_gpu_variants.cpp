@@ -171,6 +171,12 @@ const ConvShape kSmallShapes[] = {
     {1, 40, 64, 9, 9, 3},    // filters above 64 KB: constant memory in chunks of maps
     {1, 2, 400, 7, 7, 7},    // one filter above 64 KB: constant memory in chunks of channels
     {2, 5, 1, 130, 120, 2},  // large image, K=2
+    // best's GEMM path: each tile shape, filters loaded as float4s and one value at a time
+    {2, 24, 5, 20, 19, 3},    // M <= 32, C*K*K not a multiple of 4
+    {2, 33, 7, 17, 9, 5},     // M <= 64, C*K*K not a multiple of 4
+    {2, 100, 6, 15, 14, 4},   // even K, a grid too small for 128x128 tiles
+    {3, 200, 24, 11, 13, 3},  // M over two tiles, C*K*K a multiple of 4
+    {20, 130, 3, 32, 33, 3},  // a grid large enough for 128x128 tiles, M over two tiles
 };
 
 }  // namespace
