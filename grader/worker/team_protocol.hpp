@@ -9,12 +9,15 @@
 /// a GPU fence of its own) and checks the output itself.
 #pragma once
 
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -72,7 +75,11 @@ struct Request {
   /// conv on the GPU with host buffers: copy to exactly sized device buffers of its own, call,
   /// copy back (for compute-sanitizer, which then sees each tensor's true bounds).
   std::uint32_t staged = 0;
-  std::uint32_t pad = 0;
+  /// conv, conv_tanh_pool on device buffers: make this many calls, one after the other, call i
+  /// on x and y `x_step` and `y_step` bytes times i further on (k is shared), then answer once.
+  std::uint32_t repeat = 1;
+  std::uint64_t x_step = 0;
+  std::uint64_t y_step = 0;
 };
 
 /// One reply. The message is the team's text: shown to the team, never believed.
@@ -97,6 +104,24 @@ void set_text(char (&field)[N], std::string_view text) {
 template <std::size_t N>
 std::string get_text(const char (&field)[N]) {
   return std::string(field, strnlen(field, N));
+}
+
+/// Returns once `socket` has something to read or has hung up, polling without sleeping for up
+/// to `spin` first (then the receive that follows blocks). A thread asleep in recvmsg is woken
+/// some time after its message lands, the later the longer it slept: up to a few hundred
+/// microseconds on an idle machine, which a timed exchange would count as the convolution's.
+inline void wait_readable(int socket, std::chrono::nanoseconds spin) {
+  // clock_gettime, not a C++ clock: the team's binary has no clock of the framework's.
+  const auto now_ns = [] {
+    timespec t{};
+    ::clock_gettime(CLOCK_MONOTONIC, &t);
+    return std::int64_t{t.tv_sec} * 1'000'000'000 + t.tv_nsec;
+  };
+  const std::int64_t end = now_ns() + static_cast<std::int64_t>(spin.count());
+  pollfd p{socket, POLLIN, 0};
+  do {
+    if (::poll(&p, 1, 0) != 0) return;
+  } while (now_ns() < end);
 }
 
 /// Sends one message, and `fd` with it where fd >= 0. false on any error.

@@ -609,6 +609,20 @@ TEST_CASE("m3_cache_outputs") {
   CHECK(cache_hits(g.logs(".stderr.txt")) == 0);
 }
 
+TEST_CASE("m3_skip_repeats") {
+  require_cuda_build();
+  const Grade g = grade("m3_skip_repeats", "m3", {kM3Time}, {"--runs", "3"});
+  expect_clean_build(g);
+  skip_without_gpu(g, kM3Time);
+  expect_failed(g.check(kM3Time), "mismatch");
+  const std::string log = g.logs(".stderr.txt");
+  INFO(log);
+  // The attack did meet repeated requests: it copied outputs instead of computing them.
+  const std::size_t at = log.find("skip-repeats: computed ");
+  REQUIRE(at != std::string::npos);
+  CHECK(log.find(", copied 0") == std::string::npos);
+}
+
 // ---- Isolation: each case is graded as what it is, leaks nothing, leaves nothing ----------
 
 TEST_CASE("m2_shm_leak") {

@@ -1,0 +1,30 @@
+/// @file
+/// @brief The referee's GPU work around a repeated timed request: fresh inputs for the calls
+/// after the first, and the check of their outputs, both on the device.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace convlab::grader {
+
+/// out[j] = x[j] * (1 + eps * u_j), u_j uniform in [-1, 1) from a hash of `seed` and j: an input
+/// with the statistics of x (zeros stay zero, signs and scale stay) that no earlier call saw,
+/// so an output cannot be looked up by the input's bytes. Queued on `stream`.
+void perturb_input(float* out, const float* x, std::int64_t n, std::uint64_t seed, float eps,
+                   cudaStream_t stream);
+
+/// What an output compared with the reference on the device.
+struct DeviceComparison {
+  std::int64_t mismatches = 0;  ///< elements with |got - want| > atol + rtol |want| + extra
+  std::int64_t first = -1;      ///< the first of them (-1 for none)
+  double worst_error = 0.0;     ///< the largest finite |got - want|
+};
+
+/// Compares `got` with `want` (n floats each, device memory) element-wise; NaN never passes.
+/// Synchronises `stream`.
+DeviceComparison compare_on_device(const float* got, const float* want, std::int64_t n,
+                                   double atol, double rtol, double extra, cudaStream_t stream);
+
+}  // namespace convlab::grader
