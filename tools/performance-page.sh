@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Regenerates the measured part of docs/performance.md: the bench reports of the staff
 # solutions on every network description (docs/perf/bench-NET.json, with the printed tables in
-# docs/perf/bench-NET.txt for the page's tables) and the roofline plot the page shows, drawn
-# from those reports (docs/perf/roofline.svg).
+# docs/perf/bench-NET.txt), the roofline plot the page shows and the page's tables, both drawn
+# from those reports (docs/perf/roofline.svg, docs/perf/tables.md, which replaces the page's
+# text between its "bench tables" markers).
 #
 #   tools/performance-page.sh           on a GPU machine: measure every net, then draw the plot
-#   tools/performance-page.sh --draw    anywhere: draw the plot from the reports in docs/perf
+#   tools/performance-page.sh --draw    anywhere: draw the plot and tables from docs/perf's reports
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,7 +21,7 @@ case "${1:-}" in
   --draw) ;;
   "")
     rm -f "$out"/bench-*.json "$out"/bench-*.txt
-    for net in ece408 two-conv lenet vgg16; do
+    for net in ece408 two-conv lenet vgg16 odd-shapes; do
       echo "== convlab bench --net $net"
       "$convlab" bench --net "$net" --variant all --impl solution --json "$out/bench-$net.json" \
         | tee "$out/bench-$net.txt"
@@ -32,4 +33,13 @@ case "${1:-}" in
     ;;
 esac
 # The reports in name order: the order the plot's title lists the nets in.
-"$convlab" bench --from-json "$out"/bench-*.json --svg "$out/roofline.svg"
+"$convlab" bench --from-json "$out"/bench-*.json --svg "$out/roofline.svg" \
+  --markdown "$out/tables.md"
+# The page's measured tables are that file, between the page's two markers.
+page=docs/performance.md
+awk -v tables="$out/tables.md" '
+  /^<!-- bench tables: begin/ { print; while ((getline line < tables) > 0) print line; skip = 1; next }
+  /^<!-- bench tables: end/ { skip = 0 }
+  !skip { print }' "$page" >"$page.new"
+mv "$page.new" "$page"
+echo "updated $page"

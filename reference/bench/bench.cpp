@@ -6,6 +6,7 @@
 #include <ostream>
 #include <sstream>
 
+#include "reference/bench/bench_markdown.hpp"
 #include "reference/bench/bench_report.hpp"
 #include "reference/bench/net_description.hpp"
 #include "reference/bench/roofline_svg.hpp"
@@ -52,30 +53,39 @@ std::string read_file(const std::filesystem::path& path) {
   return s.str();
 }
 
-// Draws `reports` (JSON texts) into the --svg file and says so on `out`.
-void write_plot(const std::vector<BenchJson>& reports, const std::filesystem::path& svg,
-                std::ostream& out) {
-  const RooflineChart chart = roofline_chart(reports);
-  write_report_file(svg, roofline_svg(chart), "roofline plot");
-  out << "roofline plot: " << svg.string() << " (" << chart.points.size() << " points)\n";
+// Draws `reports` (JSON texts) into the --svg file and the --markdown tables, where asked,
+// and says so on `out`.
+void write_drawings(const std::vector<BenchJson>& reports, const BenchOptions& opt,
+                    std::ostream& out) {
+  if (opt.svg) {
+    const RooflineChart chart = roofline_chart(reports);
+    write_report_file(*opt.svg, roofline_svg(chart), "roofline plot");
+    out << "roofline plot: " << opt.svg->string() << " (" << chart.points.size() << " points)\n";
+  }
+  if (opt.markdown) {
+    write_report_file(*opt.markdown, bench_markdown(reports), "Markdown tables");
+    out << "Markdown tables: " << opt.markdown->string() << "\n";
+  }
 }
 
-// --from-json: the plot of earlier reports, no measuring.
-int plot_reports(const BenchOptions& opt, std::ostream& out) {
-  if (!opt.svg) {
-    throw Error("--from-json only draws the roofline plot: add --svg FILE to say where");
+// --from-json: the plot and tables of earlier reports, no measuring.
+int draw_reports(const BenchOptions& opt, std::ostream& out) {
+  if (!opt.svg && !opt.markdown) {
+    throw Error(
+        "--from-json only draws earlier reports: add --svg FILE (the roofline plot) or "
+        "--markdown FILE (the tables) to say what to write");
   }
   std::vector<BenchJson> reports;
   for (const std::filesystem::path& p : opt.from_json)
     reports.push_back({p.string(), read_file(p)});
-  write_plot(reports, *opt.svg, out);
+  write_drawings(reports, opt, out);
   return 0;
 }
 
 }  // namespace
 
 int run_bench(const BenchOptions& opt, std::ostream& out, std::ostream& err) {
-  if (!opt.from_json.empty()) return plot_reports(opt, out);
+  if (!opt.from_json.empty()) return draw_reports(opt, out);
   const CheckedNet checked = check_bench_options(opt.net, opt.batch, opt.runs, opt.impl);
 #ifdef CONVLAB_HAVE_CUDA
   const BenchReport report =
@@ -83,7 +93,7 @@ int run_bench(const BenchOptions& opt, std::ostream& out, std::ostream& err) {
   out << format_bench_report(report) << std::flush;
   const std::string json = bench_report_json(report, CONVLAB_VERSION);
   if (opt.json) write_report_file(*opt.json, json, "JSON report");
-  if (opt.svg) write_plot({{"this run", json}}, *opt.svg, out);
+  write_drawings({{"this run", json}}, opt, out);
   return bench_exit_code(report);
 #else
   (void)out;

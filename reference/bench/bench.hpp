@@ -45,7 +45,9 @@ struct BenchOptions {
   std::optional<std::filesystem::path> json;  ///< where to write the JSON report
   bool flush_l2 = true;                       ///< flush L2 before every timed run
   std::optional<std::filesystem::path> svg;   ///< where to write the roofline plot
-  /// Bench reports (--json files) to plot instead of measuring: needs `svg`.
+  /// Where to write the Markdown tables (bench_markdown.hpp).
+  std::optional<std::filesystem::path> markdown;
+  /// Bench reports (--json files) to draw instead of measuring: needs `svg` or `markdown`.
   std::vector<std::filesystem::path> from_json;
 };
 
@@ -68,9 +70,11 @@ void write_report_file(const std::filesystem::path& path, const std::string& tex
                        const char* what);
 
 /// Runs the benchmark and prints the report to `out` (progress goes to `err` when it is a
-/// terminal); with options.from_json, draws those reports' roofline instead (no GPU needed).
+/// terminal); with options.from_json, draws those reports' roofline and tables instead (no GPU
+/// needed).
 /// Returns 0, or 3 when a variant was WRONG or failed. Throws Error for bad options (unknown
-/// net or variant, bad batch or runs, --from-json without --svg), for an unreadable or foreign
+/// net or variant, bad batch or runs, --from-json without --svg or --markdown), for an unreadable
+/// or foreign
 /// report, in a build without CUDA (unless plotting), or when no GPU is usable.
 int run_bench(const BenchOptions& options, std::ostream& out, std::ostream& err);
 

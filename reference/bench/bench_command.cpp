@@ -21,7 +21,7 @@ void add_bench_command(CLI::App& app, int& exit_code) {
       "without one)");
   bench
       ->add_option("--net", opt->net,
-                   "network description: ece408, two-conv, lenet, vgg16 (datasets/nets) or the "
+                   "network description: ece408, two-conv, lenet, vgg16, odd-shapes (datasets/nets) or the "
                    "path of a .json file")
       ->capture_default_str();
   bench
@@ -45,9 +45,13 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   bench->add_option("--svg", opt->svg,
                     "also draw the roofline plot (layers as points, ours and cuDNN) to this SVG "
                     "file");
+  bench->add_option("--markdown", opt->markdown,
+                    "also write the report's tables as Markdown to this file (the tables of "
+                    "docs/performance.md)");
   CLI::Option* from = bench->add_option(
       "--from-json", opt->from_json,
-      "measure nothing: draw the --svg plot from these bench --json reports (of one GPU)");
+      "measure nothing: draw the --svg plot and the --markdown tables from these bench --json "
+      "reports (of one GPU)");
   // Options of a measurement mean nothing to a plot of earlier reports: refuse them.
   for (const char* name : {"--net", "--variant", "--batch", "--runs", "--json"}) {
     from->excludes(bench->get_option(name));

@@ -117,7 +117,8 @@ std::string printf_text(const char* format, double value) {
   return buf;
 }
 
-// Milliseconds with about four significant digits.
+}  // namespace
+
 std::string ms_text(double seconds) {
   const double ms = seconds * 1e3;
   if (ms >= 1000) return printf_text("%.0f", ms);
@@ -138,6 +139,8 @@ std::string shape_text(const ConvShape& s) {
   return "C=" + std::to_string(s.C) + " M=" + std::to_string(s.M) + " K=" + std::to_string(s.K) +
          " " + std::to_string(s.H) + "x" + std::to_string(s.W);
 }
+
+namespace {
 
 double gflops(double flops, double seconds) {
   return seconds > 0 ? flops / seconds / 1e9 : 0.0;

@@ -161,6 +161,13 @@ struct BenchReport {
   std::vector<LayerResult> layers;    ///< one per layer of the net
 };
 
+/// Milliseconds with about four significant digits, e.g. "0.3984", "13.61" (no unit).
+std::string ms_text(double seconds);
+/// Bytes in B, KiB, MiB or GiB, e.g. "882.6 MiB".
+std::string bytes_text(double bytes);
+/// A layer as the tables name it: "C=1 M=50 K=5 28x28".
+std::string shape_text(const ConvShape& shape);
+
 /// The report as text: a header (GPU, physical and measured peaks, measured and theoretical
 /// bandwidth, method), the roofline table (per layer: flops, compulsory bytes, intensity and
 /// the bound of each precision class in use), then for each variant a table with one row per

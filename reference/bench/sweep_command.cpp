@@ -23,7 +23,7 @@ void add_sweep_command(CLI::App& app, int& exit_code) {
       ->required();
   sweep
       ->add_option("--net", opt->net,
-                   "network description: ece408, two-conv, lenet, vgg16 (datasets/nets) or the "
+                   "network description: ece408, two-conv, lenet, vgg16, odd-shapes (datasets/nets) or the "
                    "path of a .json file")
       ->capture_default_str();
   sweep->add_option("--batch", opt->batch, "images per call (default: the net's batch)");

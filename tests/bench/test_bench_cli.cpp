@@ -57,7 +57,7 @@ void check_clear_error(const Result& r, const std::string& words) {
 
 TEST_CASE("bench: bad options and bad net files") {
   check_clear_error(convlab_bench("--net resnet"),
-                    "unknown net 'resnet': choose one of ece408, lenet, two-conv, vgg16");
+                    "unknown net 'resnet': choose one of ece408, lenet, odd-shapes, two-conv, vgg16");
   check_clear_error(convlab_bench("--net /nonexistent/net.json"),
                     "network description /nonexistent/net.json not found");
   check_clear_error(convlab_bench("--runs 0"), "--runs must be between 1 and 1000");
@@ -153,7 +153,7 @@ TEST_CASE("bench --from-json draws the roofline plot of earlier reports, no GPU 
   CHECK(convlab_bench("--from-json " + report + " " + report + " --svg " + svg).code == 0);
 
   check_clear_error(convlab_bench("--from-json " + report),
-                    "--from-json only draws the roofline plot: add --svg FILE");
+                    "--from-json only draws earlier reports: add --svg FILE");
   check_clear_error(
       convlab_bench("--from-json " + (dir.path() / "absent.json").string() + " --svg " + svg),
       "cannot read the bench report");
@@ -170,7 +170,7 @@ TEST_CASE("bench --from-json draws the roofline plot of earlier reports, no GPU 
   CHECK(mixed.output.find("--net excludes --from-json") != std::string::npos);
 }
 
-TEST_CASE("docs/performance.md's roofline plot is the one its reports draw") {
+TEST_CASE("docs/performance.md's roofline plot and tables are the ones its reports give") {
   namespace fs = std::filesystem;
   const fs::path perf = convlab::test::source_dir() / "docs" / "perf";
   std::vector<std::string> reports;
@@ -183,14 +183,32 @@ TEST_CASE("docs/performance.md's roofline plot is the one its reports draw") {
   std::string args;
   for (const std::string& r : reports) args += " " + r;
   convlab::test::TempDir dir;
-  const fs::path svg = dir.path() / "roofline.svg";
-  const Result r = convlab_bench("--from-json" + args + " --svg " + svg.string());
+  const fs::path svg = dir.path() / "roofline.svg", md = dir.path() / "tables.md";
+  const Result r =
+      convlab_bench("--from-json" + args + " --svg " + svg.string() + " --markdown " + md.string());
   REQUIRE_MESSAGE(r.code == 0, r.output);
   const auto read = [](const fs::path& p) {
     std::ifstream in(p, std::ios::binary);
     return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   };
+  const std::string redraw = "run tools/performance-page.sh --draw";
   CHECK_MESSAGE(read(svg) == read(perf / "roofline.svg"),
-                "docs/perf/roofline.svg is not what docs/perf/bench-*.json draw: run "
-                "tools/performance-page.sh --draw");
+                "docs/perf/roofline.svg is not what docs/perf/bench-*.json draw: " << redraw);
+  const std::string tables = read(md);
+  CHECK_MESSAGE(tables == read(perf / "tables.md"),
+                "docs/perf/tables.md is not what docs/perf/bench-*.json give: " << redraw);
+  // The page holds them, whole, between its markers; a table per net, a row per variant.
+  const std::string page = read(perf.parent_path() / "performance.md");
+  const std::size_t begin = page.find("<!-- bench tables: begin");
+  const std::size_t end = page.find("<!-- bench tables: end");
+  REQUIRE(begin != std::string::npos);
+  REQUIRE(end != std::string::npos);
+  const std::size_t body = page.find('\n', begin) + 1;
+  CHECK_MESSAGE(page.substr(body, end - body) == tables,
+                "docs/performance.md's tables are not docs/perf/tables.md: " << redraw);
+  for (const std::string& report : reports) {
+    const std::string net = fs::path(report).stem().string().substr(6);  // bench-NET.json
+    CHECK(tables.find("### `--net " + net + "`") != std::string::npos);
+  }
+  CHECK(tables.find("| best | fp32 |") != std::string::npos);
 }
