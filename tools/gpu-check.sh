@@ -108,9 +108,9 @@ check profile tools/profile-check.sh "$logdir/profile"
 fi
 
 if want grade; then
-step "convlab grade: the staff solutions of m3 and final, in the sandbox, on this GPU"
+step "convlab grade: the staff solutions of m2, m3 and final, in the sandbox, on this GPU"
 grade_root=$(mktemp -d)
-for ms in m3 final; do
+for ms in m2 m3 final; do
   # The staff files, handed in as a team would: the same code in namespace convlab::student.
   while read -r f; do
     dest="$grade_root/staff-$ms/student/${f#reference/solutions/}"

@@ -171,6 +171,8 @@ const ConvShape kSmallShapes[] = {
     {1, 40, 64, 9, 9, 3},    // filters above 64 KB: constant memory in chunks of maps
     {1, 2, 400, 7, 7, 7},    // one filter above 64 KB: constant memory in chunks of channels
     {2, 5, 1, 130, 120, 2},  // large image, K=2
+    {3, 12, 1, 29, 29, 4},    // rows of 26 outputs: stored as pairs, not fours
+    {2, 10, 3, 20, 20, 3},    // the same with channels: rows of 18
     // best's GEMM path: each tile shape, filters loaded as float4s and one value at a time
     {2, 24, 5, 20, 19, 3},    // M <= 32, C*K*K not a multiple of 4
     {2, 33, 7, 17, 9, 5},     // M <= 64, C*K*K not a multiple of 4
@@ -193,6 +195,7 @@ TEST_CASE("fused launchers match the CPU conv, tanh and max-pool on awkward shap
   // not divide the output, C > 1, K from 1 to 11, filters beyond 64 KB of constant memory.
   const ConvShape shapes[] = {
       {3, 7, 1, 28, 28, 5}, {4, 50, 1, 28, 28, 5}, {2, 5, 3, 31, 17, 3}, {2, 4, 4, 40, 40, 7},
+      {3, 12, 1, 31, 31, 4}, {2, 10, 3, 39, 39, 4},  // pooled rows of 14 and 18: pairs
       {1, 3, 2, 9, 13, 1},  {2, 16, 8, 12, 12, 3}, {2, 8, 1, 28, 28, 5}, {2, 6, 3, 23, 19, 11},
       {2, 3, 2, 30, 26, 9}, {1, 40, 64, 9, 9, 3},  {1, 2, 400, 8, 8, 7}, {2, 5, 1, 130, 120, 2},
       {5, 9, 1, 27, 29, 6}, {3, 11, 2, 14, 33, 4},

@@ -80,7 +80,8 @@ struct Geometry {
   int m0, m_count;      // this launch's maps
   int maps_per_block;   // maps one block computes
   int map_blocks;       // blocks per group of tiles: ceil(m_count / maps_per_block)
-  bool vector_stores;   // y's rows start 16-byte aligned and hold a multiple of 4 values
+  int store_width;      // 4 (2): y's rows start 16 (8)-byte aligned and hold a multiple of 4
+                        // (2) values; 1 otherwise
   bool vector_loads;    // likewise x's rows
 };
 
@@ -94,16 +95,17 @@ __device__ __forceinline__ float tanh_fast(float v) {
 }
 
 // Stores n consecutive values of v at out (n a compile-time 1..TW), as float4 or float2 where
-// `vec` says the row allows it; only columns below `limit` (relative to out) are written.
+// the row allows it (`width`: Geometry::store_width); only columns below `limit` (relative to
+// out) are written. Wider stores are fewer instructions and fill whole sectors of y.
 template <int N>
-__device__ __forceinline__ void store_row(float* out, const float (&v)[N], int limit, bool vec) {
-  if (N % 4 == 0 && vec) {
+__device__ __forceinline__ void store_row(float* out, const float (&v)[N], int limit, int width) {
+  if (N % 4 == 0 && width == 4) {
 #pragma unroll
     for (int j = 0; j < N; j += 4) {
       if (j < limit)
         *reinterpret_cast<float4*>(out + j) = make_float4(v[j], v[j + 1], v[j + 2], v[j + 3]);
     }
-  } else if (N % 2 == 0 && vec) {
+  } else if (N % 2 == 0 && width >= 2) {
 #pragma unroll
     for (int j = 0; j < N; j += 2) {
       if (j < limit) *reinterpret_cast<float2*>(out + j) = make_float2(v[j], v[j + 1]);
@@ -121,7 +123,7 @@ __device__ __forceinline__ void store_row(float* out, const float (&v)[N], int l
 // `rows_left` and columns from `cols_left` on (relative to the tile) lie outside y's map.
 template <int TH, int TW, bool kFused>
 __device__ __forceinline__ void store_tile(float* __restrict__ out, int pitch, int rows_left,
-                                           int cols_left, bool vec, const float (&acc)[TH][TW]) {
+                                           int cols_left, int width, const float (&acc)[TH][TW]) {
   if constexpr (kFused) {
     static_assert(TH % 2 == 0 && TW % 2 == 0, "a fused tile is whole 2x2 windows");
 #pragma unroll
@@ -134,13 +136,13 @@ __device__ __forceinline__ void store_tile(float* __restrict__ out, int pitch, i
         v[j] = tanh_fast(fmaxf(fmaxf(acc[2 * t][2 * j], acc[2 * t][2 * j + 1]),
                                fmaxf(acc[2 * t + 1][2 * j], acc[2 * t + 1][2 * j + 1])));
       }
-      store_row(out + t * pitch, v, cols_left, vec);
+      store_row(out + t * pitch, v, cols_left, width);
     }
   } else {
 #pragma unroll
     for (int t = 0; t < TH; ++t) {
       if (t >= rows_left) break;
-      store_row(out + t * pitch, acc[t], cols_left, vec);
+      store_row(out + t * pitch, acc[t], cols_left, width);
     }
   }
 }
@@ -262,7 +264,7 @@ __global__ void __launch_bounds__(NT, kMinBlocks)
         }
       }
     }
-    store_tile<TH, TW, kFused>(out, g.out_w, w.rows_left, w.cols_left, g.vector_stores, acc);
+    store_tile<TH, TW, kFused>(out, g.out_w, w.rows_left, w.cols_left, g.store_width, acc);
   }
 }
 
@@ -327,7 +329,7 @@ __global__ void __launch_bounds__(kStreamThreads, 2)
     for (int i = 0; i < kStreamMaps; ++i) {
       if (mg + i < w.m_end) {
         store_tile<kTileH, TW, kFused>(w.out + (mg + i - w.m_begin) * w.map_size, g.out_w,
-                                       w.rows_left, w.cols_left, g.vector_stores, acc[i]);
+                                       w.rows_left, w.cols_left, g.store_width, acc[i]);
       }
     }
   }
@@ -675,7 +677,12 @@ Geometry make_geometry(float* y, const float* x, const ConvShape& s, bool fused,
   const std::int64_t per_image = std::int64_t{tiles_h} * g.tiles_w;
   g.tiles_per_image = static_cast<int>(std::min<std::int64_t>(per_image, INT_MAX));
   g.tiles = per_image * s.B;
-  g.vector_stores = g.out_w % 4 == 0 && reinterpret_cast<std::uintptr_t>(y) % sizeof(float4) == 0;
+  // Tiles start at even columns (4 or 8 conv columns, 2 or 4 pooled), so an even row length
+  // keeps every tile's pairs aligned and whole.
+  const auto y_at = reinterpret_cast<std::uintptr_t>(y);
+  g.store_width = g.out_w % 4 == 0 && y_at % sizeof(float4) == 0   ? 4
+                  : g.out_w % 2 == 0 && y_at % sizeof(float2) == 0 ? 2
+                                                                   : 1;
   g.vector_loads = g.W % 4 == 0 && reinterpret_cast<std::uintptr_t>(x) % sizeof(float4) == 0;
   return g;
 }
