@@ -1,8 +1,7 @@
 #include "grader/worker/fence.hpp"
 
-#include <algorithm>
-
 #include "reference/core/cuda_check.hpp"
+#include "reference/core/cuda_launch.cuh"
 
 namespace convlab::grader {
 namespace {
@@ -25,8 +24,7 @@ void queue_fence_and_snapshot(float* dst, const float* src, std::int64_t count,
   CUDA_CHECK_LAUNCH();
   CUDA_CHECK(cudaEventRecord(after_fence, stream));
   if (count > 0) {
-    const std::int64_t blocks = std::min<std::int64_t>(ceil_div(count, std::int64_t{256}), 4096);
-    snapshot_kernel<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(dst, src, count);
+    snapshot_kernel<<<grid_stride_blocks(count, 256, 4096), 256, 0, stream>>>(dst, src, count);
     CUDA_CHECK_LAUNCH();
   }
 }

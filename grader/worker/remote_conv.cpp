@@ -394,8 +394,8 @@ int repeats(const RemoteConv::Impl& impl, const std::array<int, 7>& key, std::in
   const auto it = impl.call_s.find(key);
   if (it == impl.call_s.end()) return 1;
   const double per_call = std::max(it->second, 1e-6);
-  int n = static_cast<int>(std::clamp(std::ceil(kRepeatTarget_s / per_call), 1.0,
-                                      static_cast<double>(kMaxRepeats)));
+  int n = static_cast<int>(
+      std::clamp(std::ceil(kRepeatTarget_s / per_call), 1.0, static_cast<double>(kMaxRepeats)));
   std::size_t free = 0, total = 0;
   CUDA_CHECK(cudaMemGetInfo(&free, &total));
   const double bytes = static_cast<double>(nx + 2 * ny) * sizeof(float);
@@ -450,16 +450,18 @@ void gpu_call(RemoteConv::Impl& impl, bool fused, int pool, float* y, const floa
   // tell how long one takes.
   const std::array<int, 7> key{s.B, s.M, s.C, s.H, s.W, s.K, fused ? pool : 0};
   const int repeat = verify ? repeats(impl, key, s.x_elements(), ny) : 1;
-  const std::int64_t x_slot = static_cast<std::int64_t>(align_up(s.x_elements() * sizeof(float))) /
-                              static_cast<std::int64_t>(sizeof(float));
-  const std::int64_t y_slot =
-      static_cast<std::int64_t>(align_up(ny * sizeof(float))) / static_cast<std::int64_t>(sizeof(float));
+  // Call i's tensors start i slots in: each slot holds one tensor, rounded up to kAlign bytes.
+  const auto slot = [](std::int64_t floats) {
+    return static_cast<std::int64_t>(align_up(floats * sizeof(float)) / sizeof(float));
+  };
+  const std::int64_t x_slot = slot(s.x_elements()), y_slot = slot(ny);
   impl.ensure_device(impl.dx, x_slot * repeat);
   impl.ensure_device(impl.dk, s.k_elements());
   impl.ensure_device(impl.dy, y_slot * repeat);
   if (impl.snapshot.size() < y_slot * repeat) impl.snapshot = DeviceBuffer(y_slot * repeat);
   float* dx = impl.dx.buffer.data();
-  CUDA_CHECK(cudaMemcpyAsync(dx, x, s.x_elements() * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+  CUDA_CHECK(
+      cudaMemcpyAsync(dx, x, s.x_elements() * sizeof(float), cudaMemcpyDeviceToDevice, stream));
   for (int i = 1; i < repeat; ++i) {
     perturb_input(dx + i * x_slot, x, s.x_elements(), impl.nonces(), kRepeatNoise, stream);
   }

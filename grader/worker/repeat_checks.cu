@@ -1,11 +1,10 @@
 #include "grader/worker/repeat_checks.hpp"
 
-#include <algorithm>
 #include <climits>
 #include <cstring>
 
-#include "reference/core/ceil_div.hpp"
 #include "reference/core/cuda_check.hpp"
+#include "reference/core/cuda_launch.cuh"
 
 namespace convlab::grader {
 namespace {
@@ -14,8 +13,7 @@ constexpr int kThreads = 256;
 constexpr std::int64_t kMaxBlocks = 4096;
 
 unsigned blocks_for(std::int64_t n) {
-  return static_cast<unsigned>(std::clamp<std::int64_t>(ceil_div<std::int64_t>(n, kThreads), 1,
-                                                        kMaxBlocks));
+  return grid_stride_blocks(n, kThreads, kMaxBlocks);
 }
 
 // SplitMix64: a good 64-bit hash, so neighbouring elements get unrelated factors.
@@ -31,8 +29,9 @@ __global__ void perturb_kernel(float* __restrict__ out, const float* __restrict_
   const std::int64_t step = std::int64_t{gridDim.x} * blockDim.x;
   for (std::int64_t j = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; j < n; j += step) {
     // 24 random bits -> u in [-1, 1).
-    const float u = static_cast<float>(mix(seed ^ static_cast<std::uint64_t>(j)) >> 40) *
-                        (1.0f / 8388608.0f) - 1.0f;
+    const float u =
+        static_cast<float>(mix(seed ^ static_cast<std::uint64_t>(j)) >> 40) * (1.0f / 8388608.0f) -
+        1.0f;
     out[j] = x[j] * (1.0f + eps * u);
   }
 }
@@ -70,15 +69,15 @@ void perturb_input(float* out, const float* x, std::int64_t n, std::uint64_t see
   CUDA_CHECK_LAUNCH();
 }
 
-DeviceComparison compare_on_device(const float* got, const float* want, std::int64_t n,
-                                   double atol, double rtol, double extra, cudaStream_t stream) {
+DeviceComparison compare_on_device(const float* got, const float* want, std::int64_t n, double atol,
+                                   double rtol, double extra, cudaStream_t stream) {
   unsigned long long* counters = nullptr;
   CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&counters), 3 * sizeof *counters, stream));
   const unsigned long long init[3] = {0, LLONG_MAX, 0};
   CUDA_CHECK(cudaMemcpyAsync(counters, init, sizeof init, cudaMemcpyHostToDevice, stream));
-  compare_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
-      got, want, n, static_cast<float>(atol), static_cast<float>(rtol), static_cast<float>(extra),
-      counters);
+  compare_kernel<<<blocks_for(n), kThreads, 0, stream>>>(got, want, n, static_cast<float>(atol),
+                                                         static_cast<float>(rtol),
+                                                         static_cast<float>(extra), counters);
   CUDA_CHECK_LAUNCH();
   unsigned long long out[3];
   CUDA_CHECK(cudaMemcpyAsync(out, counters, sizeof out, cudaMemcpyDeviceToHost, stream));

@@ -63,11 +63,10 @@ std::string machine_line(const json& r) {
 
 // Per layer: its work and bound, cuDNN fp32, and the fastest correct fp32-class variant.
 std::string layer_table(const json& r) {
-  std::string t = header({"layer", "shape", "GFLOP", "flops/byte", "fp32 bound", "limit",
-                          "cuDNN fp32", "median", "algorithm", "fastest variant", "ours",
-                          "median", "cuDNN/ours"},
-                         {false, false, true, true, true, false, true, true, false, false, true,
-                          true, true});
+  std::string t =
+      header({"layer", "shape", "GFLOP", "flops/byte", "fp32 bound", "limit", "cuDNN fp32",
+              "median", "algorithm", "fastest variant", "ours", "median", "cuDNN/ours"},
+             {false, false, true, true, true, false, true, true, false, false, true, true, true});
   for (const json& layer : r.at("layers")) {
     const json& roof = layer.at("roofline");
     const json& bound = roof.at("bounds").at("fp32");

@@ -10,8 +10,8 @@
 #include <memory>
 #include <string>
 
-#include "reference/core/ceil_div.hpp"
 #include "reference/core/cuda_check.hpp"
+#include "reference/core/cuda_launch.cuh"
 
 namespace convlab {
 
@@ -32,8 +32,7 @@ __global__ void to_float(float* __restrict__ out, const __half* __restrict__ in,
 }
 
 unsigned blocks_for(std::int64_t n) {
-  return static_cast<unsigned>(
-      std::clamp<std::int64_t>(ceil_div<std::int64_t>(n, 256), 1, std::int64_t{1} << 16));
+  return grid_stride_blocks(n, 256, std::int64_t{1} << 16);
 }
 
 // A DeviceBuffer of floats holding at least `halves` half values.

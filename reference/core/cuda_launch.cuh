@@ -4,14 +4,23 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <type_traits>
 #include <utility>
 
+#include "reference/core/ceil_div.hpp"
 #include "reference/core/cuda_check.hpp"
 
 namespace convlab {
+
+/// Blocks of `threads` for a grid-stride loop over `n` elements: one element per thread where
+/// that takes at most `max_blocks` blocks (the loop covers the rest), and at least one block.
+inline unsigned grid_stride_blocks(std::int64_t n, int threads, std::int64_t max_blocks) {
+  return static_cast<unsigned>(
+      std::clamp<std::int64_t>(ceil_div<std::int64_t>(n, threads), 1, max_blocks));
+}
 
 /// Lets `kernel` use `bytes` of dynamic shared memory per block. Above the 48 KB every device
 /// grants, a kernel must opt in to the device's larger limit; past that limit this throws

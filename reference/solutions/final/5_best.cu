@@ -65,6 +65,7 @@ constexpr int kStreamThreads = 256;  // stream kernel block size
 constexpr int kStreamMaps = 4;       // maps accumulated at once when channels stream
 constexpr int kStreamMapsPerBlock = 2 * kStreamMaps;
 constexpr int kConstFloats = 64 * 1024 / sizeof(float);
+constexpr std::int64_t kFallbackMaxBlocks = std::int64_t{1} << 20;  // grid-stride kernels
 
 // The filters of the maps of one stream launch, k[m0 .. m0+m_count)[C][K][K].
 __constant__ float c_best_weights[kConstFloats];
@@ -346,7 +347,7 @@ __global__ void __launch_bounds__(kStreamThreads, 2)
 // v is split into big = tf32(v) and small = v - big, and a*b is taken as a_small*b_big +
 // a_big*b_small + a_big*b_big (3xTF32): the dropped a_small*b_small is below fp32's own
 // rounding, so the sums are as accurate as fp32 FMAs (exact counts). Three tensor-core
-// products run about as fast as cuBLAS's fp32 SGEMM (50-55 TFLOP/s of direct-convolution
+// products run about as fast as cuBLAS's fp32 SGEMM (43-55 TFLOP/s of direct-convolution
 // work on VGG-16's layers, H100); the split, not the tensor core, limits small M.
 constexpr int kGemmMaxR = 8 * 1024;  // longest sum C*K*K the offset table holds (32 KB)
 
@@ -651,11 +652,6 @@ __global__ void conv_tanh_maxpool_best_fallback_kernel(float* __restrict__ y,
   }
 }
 
-unsigned grid_stride_blocks(std::int64_t total, int threads) {
-  return static_cast<unsigned>(
-      std::min<std::int64_t>(ceil_div<std::int64_t>(total, threads), std::int64_t{1} << 20));
-}
-
 // Tile width of the stream kernel: 8 conv columns, or 4 when that covers the row with fewer
 // wasted columns. `cols` is the width of y's rows; a fused tile covers TW/2 of them.
 int stream_tile_width(int cols, bool fused) {
@@ -776,7 +772,7 @@ void conv_best(float* y, const float* x, const float* k, const ConvShape& shape,
   shape.validate();
   if (run_gemm(y, x, k, shape, stream) || run_tiled<false>(y, x, k, shape, stream)) return;
   const std::int64_t total = shape.y_elements();
-  conv_best_fallback_kernel<<<grid_stride_blocks(total, 256), 256, 0, stream>>>(
+  conv_best_fallback_kernel<<<grid_stride_blocks(total, 256, kFallbackMaxBlocks), 256, 0, stream>>>(
       y, x, k, shape.M, shape.C, shape.H, shape.W, shape.K, total);
   CUDA_CHECK_LAUNCH();
 }
@@ -787,7 +783,8 @@ void conv_tanh_maxpool_best(float* y, const float* x, const float* k, const Conv
   pool.validate(shape);
   if (pool == PoolShape{2, 2} && run_tiled<true>(y, x, k, shape, stream)) return;
   const std::int64_t total = pool.pooled_elements(shape);
-  conv_tanh_maxpool_best_fallback_kernel<<<grid_stride_blocks(total, 256), 256, 0, stream>>>(
+  conv_tanh_maxpool_best_fallback_kernel<<<grid_stride_blocks(total, 256, kFallbackMaxBlocks), 256,
+                                           0, stream>>>(
       y, x, k, shape.M, shape.C, shape.H, shape.W, shape.K, pool.size, pool.stride,
       pool.out(shape.H_out()), pool.out(shape.W_out()), total);
   CUDA_CHECK_LAUNCH();
