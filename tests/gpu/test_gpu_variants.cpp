@@ -173,6 +173,10 @@ const ConvShape kSmallShapes[] = {
     {2, 5, 1, 130, 120, 2},  // large image, K=2
     {3, 12, 1, 29, 29, 4},    // rows of 26 outputs: stored as pairs, not fours
     {2, 10, 3, 20, 20, 3},    // the same with channels: rows of 18
+    {2, 4, 1, 30, 30, 7},     // C=1, K=7: the whole patch held in registers
+    {2, 5, 1, 25, 20, 7},     // C=1, K=7, rows of 14: tiles of 8x2 that store pairs
+    {1, 3, 1, 22, 19, 6},     // C=1, K=6, rows of 14
+    {1, 2, 1, 15, 15, 7},     // C=1, K=7, rows of 9: single stores
     // best's GEMM path: each tile shape, filters loaded as float4s and one value at a time
     {2, 24, 5, 20, 19, 3},    // M <= 32, C*K*K not a multiple of 4
     {2, 33, 7, 17, 9, 5},     // M <= 64, C*K*K not a multiple of 4
@@ -198,7 +202,7 @@ TEST_CASE("fused launchers match the CPU conv, tanh and max-pool on awkward shap
       {3, 12, 1, 31, 31, 4}, {2, 10, 3, 39, 39, 4},  // pooled rows of 14 and 18: pairs
       {1, 3, 2, 9, 13, 1},  {2, 16, 8, 12, 12, 3}, {2, 8, 1, 28, 28, 5}, {2, 6, 3, 23, 19, 11},
       {2, 3, 2, 30, 26, 9}, {1, 40, 64, 9, 9, 3},  {1, 2, 400, 8, 8, 7}, {2, 5, 1, 130, 120, 2},
-      {5, 9, 1, 27, 29, 6}, {3, 11, 2, 14, 33, 4},
+      {5, 9, 1, 27, 29, 6}, {3, 11, 2, 14, 33, 4}, {2, 4, 1, 30, 30, 7},  // C=1, K=7
   };
   // The staff solutions have a fused launcher; a team's is optional.
   const bool staff = convlab::solutions_available();

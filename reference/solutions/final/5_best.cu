@@ -16,14 +16,19 @@
 //    block's start costs more than a short last wave (slices of 17 maps or fewer measured
 //    5-8% slower; 25 and 50 within 2%; a persistent grid was no faster).
 //  - Registers: 4 blocks of 128 threads per SM, at most 128 registers, no spills (fused); 3
-//    blocks when plain. 2x8 tiles ran as fast; 4x8 tiles need more registers and ran 8-18%
-//    slower.
+//    blocks when plain (4 for K = 6, 7). 2x8 tiles ran as fast; 4x8 tiles need more registers
+//    and ran 8-18% slower. Where y's rows take float2 but not float4 stores, 8x2 tiles: each
+//    lane then stores whole pairs next to its neighbours' (1.7x on odd-shapes' conv1).
+//  - The patch stays in registers up to K = 7 (10x10 values, 168 registers plain): LeNet's
+//    conv1 (K = 7) took 1.53 ms in the stream kernel below and takes 0.64 ms so.
 //  - C > 1 with more than 16 maps and sums of 32 terms or more (VGG-16's layers, say): an
 //    implicit GEMM on the tensor cores with fp32 accuracy (3xTF32, see run_gemm). The stream
 //    kernel below ran VGG-16 in 1,054 ms against cuDNN's 5.4; this path runs it in 9.8.
-//  - Other C > 1 shapes (and K = 6, 7, whose patch would not fit): channels stream. For 4 maps
-//    at a time, each input row of the tile is loaded once per channel and feeds all 4; filters
-//    come from constant memory (step 4), in chunks of maps that fit, one launch per chunk.
+//  - Other C > 1 shapes: channels stream. For 4 maps at a time, each input row of the tile is
+//    loaded once per channel and feeds all 4; filters come from constant memory (step 4), in
+//    chunks of maps that fit, one launch per chunk. (Holding a channel's patch in registers
+//    instead, for 2 to 8 maps at a time, ran within 7% of this on LeNet's conv2: the patch
+//    reloads per channel cost what the registers save.)
 //  - Stores are float4 (float2) where rows allow; a warp's stores cover whole lines of y.
 // Any other shape (K > 7, one map's filter above 64 KB) runs a plain one-thread-per-output
 // kernel, so the launcher is correct for every shape.
@@ -58,7 +63,7 @@ namespace {
 
 constexpr int kTileH = 2;            // stream kernel: conv rows per tile
 constexpr int kMaxK = 7;             // largest K of the tiled kernels
-constexpr int kHoldMaxK = 5;         // C = 1: the whole patch stays in registers up to this K
+constexpr int kHoldMaxK = 7;         // C = 1: the whole patch stays in registers up to this K
 constexpr int kMaxSliceMaps = 256;   // C = 1: maps per block at most (<= 28 KB of filters)
 constexpr int kFusedSliceMaps = 25;  // C = 1, fused: maps per block at most
 constexpr int kStreamThreads = 256;  // stream kernel block size
@@ -673,13 +678,15 @@ Geometry make_geometry(float* y, const float* x, const ConvShape& s, bool fused,
   const std::int64_t per_image = std::int64_t{tiles_h} * g.tiles_w;
   g.tiles_per_image = static_cast<int>(std::min<std::int64_t>(per_image, INT_MAX));
   g.tiles = per_image * s.B;
-  // Tiles start at even columns (4 or 8 conv columns, 2 or 4 pooled), so an even row length
+  // Tiles start at even columns (2, 4 or 8 conv columns, 2 or 4 pooled), so an even row length
   // keeps every tile's pairs aligned and whole.
   const auto y_at = reinterpret_cast<std::uintptr_t>(y);
   g.store_width = g.out_w % 4 == 0 && y_at % sizeof(float4) == 0   ? 4
                   : g.out_w % 2 == 0 && y_at % sizeof(float2) == 0 ? 2
                                                                    : 1;
-  g.vector_loads = g.W % 4 == 0 && reinterpret_cast<std::uintptr_t>(x) % sizeof(float4) == 0;
+  // float4 loads of x's rows need tiles that start at multiples of 4 columns as well.
+  g.vector_loads = tw % 4 == 0 && g.W % 4 == 0 &&
+                   reinterpret_cast<std::uintptr_t>(x) % sizeof(float4) == 0;
   return g;
 }
 
@@ -743,15 +750,25 @@ bool run_tiled(float* y, const float* x, const float* k, const ConvShape& s, cud
     if constexpr (kK > 0) {  // 1 <= K <= kMaxK here
       if constexpr (kK <= kHoldMaxK) {
         if (s.C == 1) {
-          // 4x4 tiles (2x2 pooled values when fused), 128 threads per block. Measured best on
-          // the project's layer (H100, see the header): fused, 4 blocks per SM (<= 128
-          // registers) and slices of <= 25 maps; plain, 3 blocks per SM and one slice.
+          // 128 threads per block. Measured best on an H100 (see the header): fused, 4x4
+          // tiles (2x2 pooled values), 4 blocks per SM (<= 128 registers) and slices of <= 25
+          // maps. Plain, one slice and 4x4 tiles, 3 blocks per SM (4 for K >= 6: 8% faster on
+          // LeNet's conv1), except where y's rows take float2 but not float4 stores: then 8x2
+          // tiles, so a warp's stores are whole consecutive pairs (4x4 tiles write every other
+          // pair per instruction: 0.295 against 0.170 ms on odd-shapes' conv1).
           if constexpr (kFused) {
             launched = launch_hold<kK, 4, 4, true, 128, 4>(
                 y, x, k, make_geometry(y, x, s, true, 4, 4), stream, kFusedSliceMaps);
           } else {
-            launched = launch_hold<kK, 4, 4, false, 128, 3>(
-                y, x, k, make_geometry(y, x, s, false, 4, 4), stream, kMaxSliceMaps);
+            const Geometry g = make_geometry(y, x, s, false, 4, 4);
+            if (g.store_width == 2) {
+              launched = launch_hold<kK, 8, 2, false, 128, 3>(
+                  y, x, k, make_geometry(y, x, s, false, 8, 2), stream, kMaxSliceMaps);
+            } else if constexpr (kK >= 6) {
+              launched = launch_hold<kK, 4, 4, false, 128, 4>(y, x, k, g, stream, kMaxSliceMaps);
+            } else {
+              launched = launch_hold<kK, 4, 4, false, 128, 3>(y, x, k, g, stream, kMaxSliceMaps);
+            }
           }
           return;
         }
