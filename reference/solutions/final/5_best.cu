@@ -21,9 +21,10 @@
 //    lane then stores whole pairs next to its neighbours' (1.7x on odd-shapes' conv1).
 //  - The patch stays in registers up to K = 7 (10x10 values, 168 registers plain): LeNet's
 //    conv1 (K = 7) took 1.53 ms in the stream kernel below and takes 0.64 ms so.
-//  - C > 1 with more than 16 maps and sums of 32 terms or more (VGG-16's layers, say): an
-//    implicit GEMM on the tensor cores with fp32 accuracy (3xTF32, see run_gemm). The stream
-//    kernel below ran VGG-16 in 1,054 ms against cuDNN's 5.4; this path runs it in 9.8.
+//  - C > 1 with more than 16 maps and sums of 32 terms or more (VGG-16's layers, say), or 9
+//    to 16 maps, K > 3 and sums above 256 terms: an implicit GEMM on the tensor cores with fp32
+//    accuracy (3xTF32, see run_gemm). The stream kernel below ran VGG-16 in 1,054 ms against
+//    cuDNN's 5.4; this path runs it in 9.8.
 //  - Other C > 1 shapes: channels stream. For 4 maps at a time, each input row of the tile is
 //    loaded once per channel and feeds all 4; filters come from constant memory (step 4), in
 //    chunks of maps that fit, one launch per chunk. (Holding a channel's patch in registers
@@ -571,16 +572,23 @@ bool launch_gemm_config(float* y, const float* x, const float* k, GemmGeometry g
 }
 
 // The GEMM path for a plain conv; false (nothing launched) for the shapes the tiled kernels
-// run faster: C = 1, few maps (M <= 16: a split operand then feeds too few products to pay
-// for its split) or short sums (C*K*K < 32), and sums too long for the offset table. Tiles
-// measured on an H100 (3 stages each; VGG-16 and small-M layers): 32x128 for M <= 32, 64x128
-// for M <= 64, 128x128 with two blocks per SM (it spills 84 bytes, still the fastest) when
-// that grid fills the GPU twice, else 64x64 with four blocks per SM.
+// run faster: C = 1, short sums (C*K*K < 32), few maps (M <= 8; M <= 16 with K = 3, whose
+// stream kernel unrolls, or with sums of at most 256 terms: a split operand then feeds too
+// few products to pay for its split), and sums too long for the offset table. Tiles measured
+// on an H100 (VGG-16 and small-M layers): 16x128 with 16-row steps and 4 stages for M <= 16,
+// then 3 stages: 32x128 for M <= 32, 64x128 for M <= 64, 128x128 with two blocks per SM (it
+// spills 84 bytes, still the fastest) when that grid fills the GPU twice, else 64x64 with
+// four blocks per SM. For 9 to 16 maps (10000 images): with K = 3 the stream kernel ran as
+// fast or faster (C = 8 to 48; 12 maps, C = 32: 1.13 against 1.42 ms), and with K = 7 up to
+// 196 terms (LeNet's conv2: 2.66 against 3.76); with K = 5 or 7 from 294 terms on the GEMM
+// ran 1.5-3.1x faster (C = 6, K = 7, 16 maps: 8.03 against 2.83; the stream kernel's
+// filters, C*K*K per map, likely no longer fit the constant cache, not measured).
 bool run_gemm(float* y, const float* x, const float* k, const ConvShape& s, cudaStream_t stream) {
   GemmGeometry g{};
   g.M = s.M;
   g.R = s.C * s.K * s.K;
-  if (s.C == 1 || s.M <= 16 || g.R < 32 || g.R > kGemmMaxR) return false;
+  const bool few_maps = s.M <= 8 || (s.M <= 16 && (s.K <= 3 || g.R <= 256));
+  if (s.C == 1 || g.R < 32 || g.R > kGemmMaxR || few_maps) return false;
   g.K = s.K;
   g.HW = s.H * s.W;
   g.W = s.W;
@@ -589,6 +597,7 @@ bool run_gemm(float* y, const float* x, const float* k, const ConvShape& s, cuda
   g.N = std::int64_t{s.B} * g.P;
   g.chw = std::int64_t{s.C} * g.HW;
   g.vector_a = g.R % 4 == 0 && reinterpret_cast<std::uintptr_t>(k) % sizeof(float4) == 0;
+  if (s.M <= 16) return launch_gemm_config<16, 128, 1, 4, 16, 4, 4>(y, x, k, g, stream);
   if (s.M <= 32) return launch_gemm_config<32, 128, 1, 4, 32, 3, 1>(y, x, k, g, stream);
   if (s.M <= 64) return launch_gemm_config<64, 128, 2, 4, 32, 3, 2>(y, x, k, g, stream);
   int device = 0, sms = 0;
