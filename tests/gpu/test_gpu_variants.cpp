@@ -183,8 +183,8 @@ const ConvShape kSmallShapes[] = {
     {2, 100, 6, 15, 14, 4},   // even K, a grid too small for 128x128 tiles
     {3, 200, 24, 11, 13, 3},  // M over two tiles, C*K*K a multiple of 4
     {20, 130, 3, 32, 33, 3},  // a grid large enough for 128x128 tiles, M over two tiles
-    {2, 16, 16, 12, 11, 5},   // M <= 16 with a sum of 400 terms: 16-row tiles
-    {3, 12, 6, 13, 10, 7},    // 12 maps, 294 terms, C*K*K not a multiple of 4
+    {2, 16, 64, 9, 8, 3},     // 16 maps with a sum of 576 terms: 16-row tiles
+    {3, 12, 61, 7, 9, 3},     // 12 maps, 549 terms, C*K*K not a multiple of 4
 };
 
 }  // namespace

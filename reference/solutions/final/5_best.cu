@@ -22,12 +22,12 @@
 //  - The patch stays in registers up to K = 7 (10x10 values, 168 registers plain): LeNet's
 //    conv1 (K = 7) took 1.53 ms in the stream kernel below and takes 0.64 ms so.
 //  - C > 1 with more than 16 maps and sums of 32 terms or more (VGG-16's layers, say), or 9
-//    to 16 maps, K > 3 and sums above 256 terms: an implicit GEMM on the tensor cores with fp32
+//    to 16 maps and sums above 512 terms: an implicit GEMM on the tensor cores with fp32
 //    accuracy (3xTF32, see run_gemm). The stream kernel below ran VGG-16 in 1,054 ms against
 //    cuDNN's 5.4; this path runs it in 9.8.
-//  - Other C > 1 shapes: channels stream. For 4 maps at a time, each input row of the tile is
-//    loaded once per channel and feeds all 4; filters come from constant memory (step 4), in
-//    chunks of maps that fit, one launch per chunk. (Holding a channel's patch in registers
+//  - Other C > 1 shapes: channels stream. For 4 maps at a time, each input row of a 2x4 tile
+//    is loaded once per channel and feeds all 4; filters come from constant memory (step 4),
+//    in chunks of maps that fit, one launch per chunk. (Holding a channel's patch in registers
 //    instead, for 2 to 8 maps at a time, ran within 7% of this on LeNet's conv2: the patch
 //    reloads per channel cost what the registers save.)
 //  - Stores are float4 (float2) where rows allow; a warp's stores cover whole lines of y.
@@ -63,6 +63,10 @@ namespace convlab::solution {
 namespace {
 
 constexpr int kTileH = 2;            // stream kernel: conv rows per tile
+// Stream kernel: conv columns per tile. 8 (where it wasted fewer columns) measured up to 3.9x
+// slower with K >= 5 (8 maps, C = 6, K = 7 on 30x30: 4.12 against 1.06 ms) and 11-21% slower
+// with K = 3; LeNet's conv2 ran 4 already.
+constexpr int kStreamTileW = 4;
 constexpr int kMaxK = 7;             // largest K of the tiled kernels
 constexpr int kHoldMaxK = 7;         // C = 1: the whole patch stays in registers up to this K
 constexpr int kMaxSliceMaps = 256;   // C = 1: maps per block at most (<= 28 KB of filters)
@@ -572,22 +576,20 @@ bool launch_gemm_config(float* y, const float* x, const float* k, GemmGeometry g
 }
 
 // The GEMM path for a plain conv; false (nothing launched) for the shapes the tiled kernels
-// run faster: C = 1, short sums (C*K*K < 32), few maps (M <= 8; M <= 16 with K = 3, whose
-// stream kernel unrolls, or with sums of at most 256 terms: a split operand then feeds too
-// few products to pay for its split), and sums too long for the offset table. Tiles measured
-// on an H100 (VGG-16 and small-M layers): 16x128 with 16-row steps and 4 stages for M <= 16,
-// then 3 stages: 32x128 for M <= 32, 64x128 for M <= 64, 128x128 with two blocks per SM (it
-// spills 84 bytes, still the fastest) when that grid fills the GPU twice, else 64x64 with
-// four blocks per SM. For 9 to 16 maps (10000 images): with K = 3 the stream kernel ran as
-// fast or faster (C = 8 to 48; 12 maps, C = 32: 1.13 against 1.42 ms), and with K = 7 up to
-// 196 terms (LeNet's conv2: 2.66 against 3.76); with K = 5 or 7 from 294 terms on the GEMM
-// ran 1.5-3.1x faster (C = 6, K = 7, 16 maps: 8.03 against 2.83; the stream kernel's
-// filters, C*K*K per map, likely no longer fit the constant cache, not measured).
+// run faster: C = 1, short sums (C*K*K < 32), few maps (M <= 8, or M <= 16 with sums of at
+// most 512 terms: a split operand then feeds too few products to pay for its split), and
+// sums too long for the offset table. Tiles measured on an H100 (VGG-16 and small-M layers):
+// 16x128 with 16-row steps and 4 stages for M <= 16, then 3 stages: 32x128 for M <= 32,
+// 64x128 for M <= 64, 128x128 with two blocks per SM (it spills 84 bytes, still the fastest)
+// when that grid fills the GPU twice, else 64x64 with four blocks per SM. For 9 to 16 maps
+// the stream kernel ran faster up to 400 terms (C = 16, K = 5 on 20x20: 1.34 against 1.55
+// ms; LeNet's conv2: 2.66 against 3.76), as fast at 432, and slower at 576 (C = 64, K = 3,
+// 1000 images: 0.357 against 0.289).
 bool run_gemm(float* y, const float* x, const float* k, const ConvShape& s, cudaStream_t stream) {
   GemmGeometry g{};
   g.M = s.M;
   g.R = s.C * s.K * s.K;
-  const bool few_maps = s.M <= 8 || (s.M <= 16 && (s.K <= 3 || g.R <= 256));
+  const bool few_maps = s.M <= 8 || (s.M <= 16 && g.R <= 512);
   if (s.C == 1 || g.R < 32 || g.R > kGemmMaxR || few_maps) return false;
   g.K = s.K;
   g.HW = s.H * s.W;
@@ -664,13 +666,6 @@ __global__ void conv_tanh_maxpool_best_fallback_kernel(float* __restrict__ y,
     }
     y[i] = tanh_fast(best);
   }
-}
-
-// Tile width of the stream kernel: 8 conv columns, or 4 when that covers the row with fewer
-// wasted columns. `cols` is the width of y's rows; a fused tile covers TW/2 of them.
-int stream_tile_width(int cols, bool fused) {
-  const int per = fused ? 2 : 1;
-  return ceil_div(cols, 8 / per) * (8 / per) <= ceil_div(cols, 4 / per) * (4 / per) ? 8 : 4;
 }
 
 // The tiles of a launch: TH x TW conv outputs per thread (fused: TH/2 x TW/2 pooled values).
@@ -782,10 +777,8 @@ bool run_tiled(float* y, const float* x, const float* k, const ConvShape& s, cud
           return;
         }
       }
-      const int tw = stream_tile_width(kFused ? s.W_out() / 2 : s.W_out(), kFused);
-      const Geometry g = make_geometry(y, x, s, kFused, kTileH, tw);
-      launched = tw == 8 ? launch_stream<kK, 8, kFused>(y, x, k, g, stream)
-                         : launch_stream<kK, 4, kFused>(y, x, k, g, stream);
+      launched = launch_stream<kK, kStreamTileW, kFused>(
+          y, x, k, make_geometry(y, x, s, kFused, kTileH, kStreamTileW), stream);
     }
   });
   return launched;
