@@ -27,7 +27,7 @@
 //    cuDNN's 5.4; this path runs it in 9.8.
 //  - Other C > 1 shapes: channels stream. For 4 maps at a time, each input row of a 2x4 tile
 //    is loaded once per channel and feeds all 4; filters come from constant memory (step 4),
-//    in chunks of maps that fit, one launch per chunk. (Holding a channel's patch in registers
+//    in chunks of maps that fit, one launch per chunk, or for K = 6, 7 from shared memory. (Holding a channel's patch in registers
 //    instead, for 2 to 8 maps at a time, ran within 7% of this on LeNet's conv2: the patch
 //    reloads per channel cost what the registers save.)
 //  - Stores are float4 (float2) where rows allow; a warp's stores cover whole lines of y.
@@ -74,6 +74,8 @@ constexpr int kFusedSliceMaps = 25;  // C = 1, fused: maps per block at most
 constexpr int kStreamThreads = 256;  // stream kernel block size
 constexpr int kStreamMaps = 4;       // maps accumulated at once when channels stream
 constexpr int kStreamMapsPerBlock = 2 * kStreamMaps;
+constexpr int kStreamSharedMax = 48 * 1024;  // stream kernel: filters in shared memory up to
+constexpr int kStreamSharedMinK = 6;         // ... and from this K on
 constexpr int kConstFloats = 64 * 1024 / sizeof(float);
 constexpr std::int64_t kFallbackMaxBlocks = std::int64_t{1} << 20;  // grid-stride kernels
 
@@ -281,13 +283,28 @@ __global__ void __launch_bounds__(NT, kMinBlocks)
 
 // Any C, K <= kMaxK: kStreamMaps maps at a time; for each channel, each of the tile's input
 // rows is loaded once and feeds every (output row, map) it contributes to. Filters come from
-// constant memory (c_best_weights, one launch per chunk of maps that fits).
-template <int K, int TW, bool kFused>
+// shared memory (kShared, rows padded to whole float4s) or from constant memory
+// (c_best_weights, one launch per chunk of maps that fits).
+template <int K, int TW, bool kFused, bool kShared>
 __global__ void __launch_bounds__(kStreamThreads, 2)
-    conv_best_stream_kernel(float* __restrict__ y, const float* __restrict__ x, const Geometry g) {
+    conv_best_stream_kernel(float* __restrict__ y, const float* __restrict__ x,
+                            const float* __restrict__ k, const Geometry g) {
   constexpr int kRows = kTileH + K - 1, kCols = TW + K - 1, kKK = K * K;
+  constexpr int kRow4 = (K + 3) / 4;    // kShared: float4s per filter row
+  extern __shared__ float4 weights4[];  // kShared: [maps of the block][C][K][kRow4]
   TileWork w;
-  if (!tile_work<kTileH, TW, kStreamThreads, kFused>(y, g, w)) return;
+  const bool active = tile_work<kTileH, TW, kStreamThreads, kFused>(y, g, w);
+  if constexpr (kShared) {
+    float* weights = reinterpret_cast<float*>(weights4);
+    const float* ks = k + (std::int64_t{g.m0} + w.m_begin) * g.C * kKK;
+    const int n = (w.m_end - w.m_begin) * g.C * K * kRow4 * 4;
+    for (int i = threadIdx.x; i < n; i += kStreamThreads) {
+      const int e = i % (kRow4 * 4), row = i / (kRow4 * 4);
+      weights[i] = e < K ? __ldg(ks + row * K + e) : 0.0f;
+    }
+    __syncthreads();
+  }
+  if (!active) return;
   const std::int64_t plane = std::int64_t{g.H} * g.W;
   const float* xb = x + w.b * g.C * plane;
 #pragma unroll 1
@@ -303,9 +320,12 @@ __global__ void __launch_bounds__(kStreamThreads, 2)
     }
     // Maps past the slice (its last group) reuse its last map's filters; they are not stored.
     const float* wk[kStreamMaps];
+    const float4* ws[kStreamMaps];
 #pragma unroll
     for (int i = 0; i < kStreamMaps; ++i) {
-      wk[i] = c_best_weights + min(mg + i, w.m_end - 1) * g.C * kKK;
+      const int map = min(mg + i, w.m_end - 1);
+      wk[i] = c_best_weights + map * g.C * kKK;
+      ws[i] = weights4 + (map - w.m_begin) * g.C * (K * kRow4);
     }
 #pragma unroll 1
     for (int c = 0; c < g.C; ++c) {
@@ -325,12 +345,26 @@ __global__ void __launch_bounds__(kStreamThreads, 2)
           if (p < 0 || p >= K) continue;
 #pragma unroll
           for (int i = 0; i < kStreamMaps; ++i) {
-            const float* wr = wk[i] + c * kKK + p * K;
+            float wv[kRow4 * 4];
+            if constexpr (kShared) {
+              const float4* wr = ws[i] + (c * K + p) * kRow4;
+#pragma unroll
+              for (int v = 0; v < kRow4; ++v) {
+                const float4 f = wr[v];
+                wv[4 * v] = f.x;
+                wv[4 * v + 1] = f.y;
+                wv[4 * v + 2] = f.z;
+                wv[4 * v + 3] = f.w;
+              }
+            } else {
+              const float* wr = wk[i] + c * kKK + p * K;
+#pragma unroll
+              for (int q = 0; q < K; ++q) wv[q] = wr[q];
+            }
 #pragma unroll
             for (int q = 0; q < K; ++q) {
-              const float wv = wr[q];
 #pragma unroll
-              for (int j = 0; j < TW; ++j) acc[i][t][j] = fmaf(row[j + q], wv, acc[i][t][j]);
+              for (int j = 0; j < TW; ++j) acc[i][t][j] = fmaf(row[j + q], wv[q], acc[i][t][j]);
             }
           }
         }
@@ -713,14 +747,35 @@ bool launch_hold(float* y, const float* x, const float* k, Geometry g, cudaStrea
   return true;
 }
 
-// The stream kernel, one launch per chunk of maps whose filters fit in constant memory; false
-// (nothing launched) when one map's filter does not fit or the grid would be too large.
+// The stream kernel: for K >= kStreamSharedMinK, one launch with each block's filters in
+// shared memory when they fit; else one launch per chunk of maps whose filters fit in
+// constant memory. False (nothing launched) when one map's filter does not fit in constant
+// memory or the grid would be too large.
 template <int K, int TW, bool kFused>
 bool launch_stream(float* y, const float* x, const float* k, Geometry g, cudaStream_t stream) {
+  const std::int64_t groups = ceil_div<std::int64_t>(g.tiles, kStreamThreads);
+  // Two float4 loads bring a 7-long filter row that takes 7 constant loads: LeNet's conv2
+  // 2.65 to 2.48 ms, 8 maps, C = 6, K = 7 on 30x30 1.05 to 0.92 (H100). With K = 5 shared
+  // memory measured the same as constant memory, with K = 3 3-10% slower.
+  if constexpr (K >= kStreamSharedMinK) {
+    const std::int64_t shared =
+        std::int64_t{kStreamMapsPerBlock} * g.C * K * ((K + 3) / 4) * sizeof(float4);
+    if (shared <= kStreamSharedMax) {
+      g.m0 = 0;
+      g.m_count = g.M;
+      g.maps_per_block = std::min(kStreamMapsPerBlock, ceil_div(g.M, kStreamMaps) * kStreamMaps);
+      g.map_blocks = ceil_div(g.M, g.maps_per_block);
+      if (g.tiles_per_image == INT_MAX || groups * g.map_blocks > INT_MAX) return false;
+      conv_best_stream_kernel<K, TW, kFused, true>
+          <<<static_cast<unsigned>(groups * g.map_blocks), kStreamThreads,
+             static_cast<std::size_t>(shared), stream>>>(y, x, k, g);
+      CUDA_CHECK_LAUNCH();
+      return true;
+    }
+  }
   const std::int64_t filter = std::int64_t{g.C} * K * K;  // one map's filter
   if (filter > kConstFloats) return false;
   const int maps_per_launch = static_cast<int>(std::min<std::int64_t>(g.M, kConstFloats / filter));
-  const std::int64_t groups = ceil_div<std::int64_t>(g.tiles, kStreamThreads);
   if (g.tiles_per_image == INT_MAX ||
       groups * ceil_div(maps_per_launch, kStreamMapsPerBlock) > INT_MAX) {
     return false;
@@ -736,8 +791,8 @@ bool launch_stream(float* y, const float* x, const float* k, Geometry g, cudaStr
     CUDA_CHECK(cudaMemcpyToSymbolAsync(c_best_weights, k + m0 * filter,
                                        static_cast<std::size_t>(g.m_count * filter) * sizeof(float),
                                        0, cudaMemcpyDeviceToDevice, stream));
-    conv_best_stream_kernel<K, TW, kFused>
-        <<<static_cast<unsigned>(groups * g.map_blocks), kStreamThreads, 0, stream>>>(y, x, g);
+    conv_best_stream_kernel<K, TW, kFused, false>
+        <<<static_cast<unsigned>(groups * g.map_blocks), kStreamThreads, 0, stream>>>(y, x, k, g);
     CUDA_CHECK_LAUNCH();
   }
   return true;
