@@ -27,9 +27,9 @@
 //    cuDNN's 5.4; this path runs it in 9.8.
 //  - Other C > 1 shapes: channels stream. For 4 maps at a time, each input row of a 2x4 tile
 //    is loaded once per channel and feeds all 4; filters come from constant memory (step 4),
-//    in chunks of maps that fit, one launch per chunk, or for K = 6, 7 from shared memory. (Holding a channel's patch in registers
-//    instead, for 2 to 8 maps at a time, ran within 7% of this on LeNet's conv2: the patch
-//    reloads per channel cost what the registers save.)
+//    in chunks of maps that fit, one launch per chunk, or for K = 6, 7 from shared memory.
+//    (Holding a channel's patch in registers instead, for 2 to 8 maps at a time, ran within 7%
+//    of this on LeNet's conv2: the patch reloads per channel cost what the registers save.)
 //  - Stores are float4 (float2) where rows allow; a warp's stores cover whole lines of y.
 // Any other shape (K > 7, one map's filter above 64 KB) runs a plain one-thread-per-output
 // kernel, so the launcher is correct for every shape.
