@@ -191,6 +191,34 @@ __device__ __forceinline__ bool tile_work(float* y, const Geometry& g, TileWork&
   return true;
 }
 
+// Copies `rows` rows of kLen floats from global to shared memory, each row padded with zeros
+// to whole float4s (so a row then loads as float4s), the block's NT threads sharing the work.
+template <int kLen, int NT>
+__device__ __forceinline__ void stage_padded_rows(float4* dst4, const float* __restrict__ src,
+                                                  int rows) {
+  constexpr int kPitch = (kLen + 3) / 4 * 4;
+  float* dst = reinterpret_cast<float*>(dst4);
+  const int n = rows * kPitch;
+#pragma unroll 4
+  for (int i = threadIdx.x; i < n; i += NT) {
+    const int e = i % kPitch, row = i / kPitch;
+    dst[i] = e < kLen ? __ldg(src + row * kLen + e) : 0.0f;
+  }
+}
+
+// The N float4s at src (shared memory) as 4N consecutive floats.
+template <int N>
+__device__ __forceinline__ void unpack_float4s(float (&dst)[4 * N], const float4* src) {
+#pragma unroll
+  for (int v = 0; v < N; ++v) {
+    const float4 f = src[v];
+    dst[4 * v] = f.x;
+    dst[4 * v + 1] = f.y;
+    dst[4 * v + 2] = f.z;
+    dst[4 * v + 3] = f.w;
+  }
+}
+
 // C = 1, K <= kHoldMaxK. Each thread keeps its whole (TH+K-1) x (TW+K-1) input patch in
 // registers for all the block's maps: per map, TH*TW*K*K FMAs on registers. The block's filters
 // are copied to shared memory first, each map's K*K values padded to whole float4s, so a map
@@ -234,30 +262,16 @@ __global__ void __launch_bounds__(NT, kMinBlocks)
       }
     }
   }
-  float* weights = reinterpret_cast<float*>(weights4);
-  const float* ks = k + (std::int64_t{g.m0} + w.m_begin) * (K * K);
-  const int n = (w.m_end - w.m_begin) * kFilter4 * 4;
-#pragma unroll 4
-  for (int i = threadIdx.x; i < n; i += NT) {
-    const int e = i % (kFilter4 * 4), map = i / (kFilter4 * 4);
-    weights[i] = e < K * K ? __ldg(ks + map * (K * K) + e) : 0.0f;
-  }
+  stage_padded_rows<K * K, NT>(weights4, k + (std::int64_t{g.m0} + w.m_begin) * (K * K),
+                               w.m_end - w.m_begin);
   __syncthreads();
   if (!active) return;
 
   float* out = w.out;
 #pragma unroll 1
   for (int m = w.m_begin; m < w.m_end; ++m, out += w.map_size) {
-    const float4* wm = weights4 + (m - w.m_begin) * kFilter4;
     float wv[kFilter4 * 4];
-#pragma unroll
-    for (int v = 0; v < kFilter4; ++v) {
-      const float4 f = wm[v];
-      wv[4 * v] = f.x;
-      wv[4 * v + 1] = f.y;
-      wv[4 * v + 2] = f.z;
-      wv[4 * v + 3] = f.w;
-    }
+    unpack_float4s<kFilter4>(wv, weights4 + (m - w.m_begin) * kFilter4);
     float acc[TH][TW];
 #pragma unroll
     for (int t = 0; t < TH; ++t) {
@@ -295,13 +309,8 @@ __global__ void __launch_bounds__(kStreamThreads, 2)
   TileWork w;
   const bool active = tile_work<kTileH, TW, kStreamThreads, kFused>(y, g, w);
   if constexpr (kShared) {
-    float* weights = reinterpret_cast<float*>(weights4);
-    const float* ks = k + (std::int64_t{g.m0} + w.m_begin) * g.C * kKK;
-    const int n = (w.m_end - w.m_begin) * g.C * K * kRow4 * 4;
-    for (int i = threadIdx.x; i < n; i += kStreamThreads) {
-      const int e = i % (kRow4 * 4), row = i / (kRow4 * 4);
-      weights[i] = e < K ? __ldg(ks + row * K + e) : 0.0f;
-    }
+    stage_padded_rows<K, kStreamThreads>(weights4, k + (std::int64_t{g.m0} + w.m_begin) * g.C * kKK,
+                                         (w.m_end - w.m_begin) * g.C * K);
     __syncthreads();
   }
   if (!active) return;
@@ -347,15 +356,7 @@ __global__ void __launch_bounds__(kStreamThreads, 2)
           for (int i = 0; i < kStreamMaps; ++i) {
             float wv[kRow4 * 4];
             if constexpr (kShared) {
-              const float4* wr = ws[i] + (c * K + p) * kRow4;
-#pragma unroll
-              for (int v = 0; v < kRow4; ++v) {
-                const float4 f = wr[v];
-                wv[4 * v] = f.x;
-                wv[4 * v + 1] = f.y;
-                wv[4 * v + 2] = f.z;
-                wv[4 * v + 3] = f.w;
-              }
+              unpack_float4s<kRow4>(wv, ws[i] + (c * K + p) * kRow4);
             } else {
               const float* wr = wk[i] + c * kKK + p * K;
 #pragma unroll
