@@ -222,7 +222,9 @@ TEST_CASE("the fused path matches the CPU network on layers that are no tile mul
   const NetworkRun cpu = run_network_cpu(m, input, conv_forward_reference);
   for (const GpuVariant& v : gpu_variants()) {
     const GpuConvTanhPoolFn fused = v.fused_launcher(Impl::solution);
-    if (fused == nullptr) continue;
+    // A reduced class is checked layer by layer within its allowance (test_gpu_variants) and
+    // on the shipped models by its rule (below): rounding moves these random probabilities.
+    if (fused == nullptr || parse_precision(find_variant(v.name).precision) != Precision::fp32) continue;
     CAPTURE(v.name);
     const NetworkRun run = run_network_gpu(m, input, bind_workspace(v.launcher(Impl::solution), {}),
                                            fused, std::string(v.name));
@@ -259,7 +261,7 @@ TEST_CASE("a fused launcher that throws NotImplemented falls back to the plain p
                     static_cast<std::size_t>(plain.output.size()) * sizeof(float)) == 0);
 }
 
-TEST_CASE("fused staff launchers give the exact counts; relu models stay unfused") {
+TEST_CASE("fused staff launchers pass their class's check; relu models stay unfused") {
   if (!solutions_available()) test::skip("staff solutions are not part of this build");
   const data::Dataset& ds = test::real_test_set();
   for (const char* name : {"ece408-high", "ece408-low", "baseline", "two-conv"}) {
@@ -270,10 +272,19 @@ TEST_CASE("fused staff launchers give the exact counts; relu models stay unfused
       if (fused == nullptr) continue;
       CAPTURE(name);
       CAPTURE(v.name);
-      const NetworkRun run =
-          run_network_gpu(m, ds.images(n, m.input_scale),
-                          bind_workspace(v.launcher(Impl::solution), {}), fused, std::string(v.name));
-      CHECK(count_correct(predictions(run.output), ds.labels) == expected);
+      const Tensor input = ds.images(n, m.input_scale);
+      const NetworkRun run = run_network_gpu(
+          m, input, bind_workspace(v.launcher(Impl::solution), {}), fused, std::string(v.name));
+      const Precision c = parse_precision(find_variant(v.name).precision);
+      if (c == Precision::fp32) {
+        CHECK(count_correct(predictions(run.output), ds.labels) == expected);
+      } else {
+        const ExactRun exact = run_network_exact(m, input, c);
+        const PrecisionVerdict verdict = judge_predictions(
+            c, predictions(run.output), exact.predictions, exact.margins, exact.sigma);
+        MESSAGE(v.name << " fused on " << name << ": " << describe_verdict(verdict));
+        CHECK(verdict.ok());
+      }
       for (const ConvLayerTime& t : run.conv_layers) {
         CHECK(t.fused == (fuses_tanh_maxpool2(m, static_cast<std::size_t>(t.layer))
                               ? std::string(kFusedTanhMaxpool2)

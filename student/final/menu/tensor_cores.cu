@@ -21,6 +21,12 @@
 // Keep kernels and helpers in an anonymous namespace (`namespace { }`): every variant file is
 // compiled into one library, and a kernel named the same in two files would be defined twice.
 //
+// Optional: conv_tanh_maxpool_tensor_cores(y, x, k, shape, pool, stream) computes the conv
+// layer with the tanh and max-pool after it, as conv_tanh_maxpool_best does (its comment in
+// student/final/5_best.cu gives the formula), so only the pooled quarter of y is written.
+// While it throws NotImplemented, as below, the harness runs conv_tensor_cores and then its own
+// tanh and max-pool.
+//
 // Read the handout first: milestones/final/README.md, section 'Menu: tensor cores'.
 #include <cuda_runtime_api.h>
 
@@ -35,6 +41,17 @@ void conv_tensor_cores([[maybe_unused]] float* y, [[maybe_unused]] const float* 
                        [[maybe_unused]] cudaStream_t stream) {
   // Replace this line with your launch.
   convlab::not_implemented("the tensor_cores GPU convolution", "student/final/menu/tensor_cores.cu",
+                           "milestones/final/README.md, section 'Menu: tensor cores'");
+}
+
+void conv_tanh_maxpool_tensor_cores([[maybe_unused]] float* y, [[maybe_unused]] const float* x,
+                                    [[maybe_unused]] const float* k,
+                                    [[maybe_unused]] const ConvShape& shape,
+                                    [[maybe_unused]] const PoolShape& pool,
+                                    [[maybe_unused]] cudaStream_t stream) {
+  // Optional. Replace this line with your fused launch (or leave it: conv_tensor_cores is used).
+  convlab::not_implemented("the fused conv + tanh + max-pool of the tensor_cores kernel (optional)",
+                           "student/final/menu/tensor_cores.cu",
                            "milestones/final/README.md, section 'Menu: tensor cores'");
 }
 
