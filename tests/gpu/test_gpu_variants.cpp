@@ -200,6 +200,8 @@ const ConvShape kSmallShapes[] = {
     {20, 130, 3, 32, 33, 3},  // a grid large enough for 128x128 tiles, M over two tiles
     {2, 16, 64, 9, 8, 3},     // 16 maps with a sum of 576 terms: 16-row tiles
     {3, 12, 61, 7, 9, 3},     // 12 maps, 549 terms, C*K*K not a multiple of 4
+    // small sums over 17 to 48 maps: filters held in registers in 3 to 6 fragments of 8 maps
+    {2, 20, 1, 19, 23, 4}, {2, 31, 2, 15, 14, 3}, {2, 37, 1, 12, 13, 5}, {2, 45, 3, 11, 10, 3},
 };
 
 }  // namespace
@@ -220,6 +222,7 @@ TEST_CASE("fused launchers match the CPU conv, tanh and max-pool on awkward shap
       {1, 3, 2, 9, 13, 1},  {2, 16, 8, 12, 12, 3}, {2, 8, 1, 28, 28, 5}, {2, 6, 3, 23, 19, 11},
       {2, 3, 2, 30, 26, 9}, {1, 40, 64, 9, 9, 3},  {1, 2, 400, 8, 8, 7}, {2, 5, 1, 130, 120, 2},
       {5, 9, 1, 27, 29, 6}, {3, 11, 2, 14, 33, 4}, {2, 4, 1, 30, 30, 7},  // C=1, K=7
+      {2, 20, 1, 19, 23, 4}, {2, 31, 2, 15, 14, 3}, {2, 37, 1, 12, 13, 5}, {2, 45, 3, 11, 10, 3},
   };
   // The staff solutions have a fused launcher; a team's is optional.
   const bool staff = convlab::solutions_available();

@@ -17,15 +17,17 @@
 // from 0 to a visible share; on the project's layer (25-long sums) the loads, not the tensor
 // cores, stay the limit.
 //
-// Small layers (a sum of at most 32 terms and 64 maps, or 64 and 32, and one image's input in
-// 48 KB: the project's layer, LeNet's first) go further: a block stages whole images in shared
-// memory, each warp holds every filter as mma.sync fragments in its registers and builds the
-// input fragments straight from the staged image (no unrolled tile), 16 outputs (2 rows of 8)
-// at a time. The fused launcher (conv + tanh + 2x2 max-pool) pools those 16 outputs with one
-// shuffle and writes only the pooled quarter. Other pools, and larger layers, take the WMMA
-// kernel with its columns ordered window by window, so that each window's values are
-// consecutive in the tile it writes through shared memory. On the project's layer (H100,
-// bench): 1.31 ms on the WMMA kernel, 0.46 ms so (store floor 0.37), 0.27 ms fused.
+// Small layers (one image's input in 48 KB, at most 56 maps, and a sum short enough for every
+// filter to stay in registers: 32 terms with 49 to 56 maps, 64 with up to 24: the project's
+// layer, LeNet's first) go further: a block stages whole images in shared memory, each warp
+// holds every filter as mma.sync fragments in its registers and builds the input fragments
+// straight from the staged image (no unrolled tile), 16 outputs in row-major order at a time.
+// The fused launcher (conv + tanh + 2x2 max-pool) computes 8 windows' left and right outputs as
+// the fragment's two row halves, top row then bottom row, so each lane holds whole windows and
+// writes only the pooled quarter. Other pools, and larger layers, take the WMMA kernel with its
+// columns ordered window by window, so that each window's values are consecutive in the tile
+// it writes through shared memory. On the project's layer (H100, bench): 1.31 ms on the WMMA
+// kernel, 0.43 ms so (store floor 0.37), 0.17 ms fused.
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 #include <mma.h>
@@ -308,8 +310,7 @@ void launch_wmma_conv(float* y, const float* x, const float* k, const ConvShape&
 // mma.sync m16n8k8 with TF32 inputs: A is 16 outputs x 8 terms of the sum, B 8 terms x 8
 // maps, C 16 outputs x 8 maps. Lane l holds, with g = l / 4 and t = l % 4: A's (g, t),
 // (g + 8, t), (g, t + 4), (g + 8, t + 4); B's (t, g), (t + 4, g); C's (g, 2t), (g, 2t + 1),
-// (g + 8, 2t), (g + 8, 2t + 1). A's rows g and g + 8 are outputs (h0, w0 + g) and
-// (h0 + 1, w0 + g): a tile of 2 rows of 8, whose 2x2 windows are lanes g and g ^ 1.
+// (g + 8, 2t), (g + 8, 2t + 1): so C's rows g and g + 8 of a map are in one lane.
 __device__ __forceinline__ void mma_tf32(float (&c)[4], const std::uint32_t (&a)[4],
                                          std::uint32_t b0, std::uint32_t b1) {
   asm volatile(
@@ -326,7 +327,7 @@ __device__ __forceinline__ std::uint32_t to_tf32(float v) {
 }
 
 constexpr int kImageWarps = 4, kImageThreads = 32 * kImageWarps, kImageBlocksPerSm = 4;
-/// Shared floats of one staged image (with the slack that tiles past its edge read).
+/// Shared floats of one staged image.
 constexpr int kImageFloatsMax = 48 * 1024 / 4;
 
 /// Starts copying n floats of an image from global to shared memory (one cp.async group, 16
@@ -366,45 +367,65 @@ __device__ __forceinline__ void round_image(float* img, const float* src, int n)
   }
 }
 
-/// The register budget of one warp: NT x 8 maps, KS x 8 terms of the sum.
-template <int NT, int KS>
-struct ImageTiles {
-  static_assert(NT * KS <= 32, "every filter of the layer is held in registers");
-  static bool fits(const ConvShape& s) {
-    return s.M <= NT * 8 && s.C * s.K * s.K <= KS * 8;
-  }
-};
-
-/// One layer's sizes for the image kernel. `pooled`: 2x2 stride-2 windows, written as
-/// tanh of their maximum; tiles then cover only the pooled rows and columns.
+/// One layer's sizes for the image kernel. A warp's tile is 8 items of the image's output in
+/// row-major order: plain, 16 outputs (rows g and g + 8 of the fragments are outputs p0 + g and
+/// p0 + 8 + g); pooled (2x2 stride-2 windows, written as tanh of their maximum), 8 windows
+/// (rows g and g + 8 are the left and right outputs of window j0 + g, once for the window's top
+/// row and once for its bottom row). Tiles so follow the output with no columns wasted.
 struct ImageLayer {
   int B, M, C, H, W, K, H_out, W_out;
-  int tiles_w, tiles;  ///< 2x8 tiles per row pair, per image
-  int image;           ///< C * H * W: one image's floats in x
-  int PH, PW;          ///< pooled output (pooled launches)
+  int items;   ///< per image: outputs H_out * W_out (plain) or windows PH * PW (pooled)
+  int cols;    ///< items per row: W_out or PW
+  float inv;   ///< 1 / cols, for the division of an item into row and column
+  int tiles;   ///< per image
+  int image;   ///< C * H * W: one image's floats in x
 
   static ImageLayer of(const ConvShape& s, bool pooled) {
-    ImageLayer l{s.B, s.M, s.C, s.H, s.W, s.K, s.H_out(), s.W_out(), 0, 0, s.C * s.H * s.W,
-                 s.H_out() / 2, s.W_out() / 2};
-    const int rows = pooled ? l.PH : ceil_div(l.H_out, 2);
-    l.tiles_w = pooled ? ceil_div(l.PW, 4) : ceil_div(l.W_out, 8);
-    l.tiles = rows * l.tiles_w;
-    return l;
+    const int cols = pooled ? s.W_out() / 2 : s.W_out();
+    const int items = pooled ? s.H_out() / 2 * cols : s.H_out() * cols;
+    return {s.B, s.M, s.C, s.H, s.W, s.K, s.H_out(), s.W_out(), items, cols,
+            1.0f / static_cast<float>(std::max(cols, 1)), ceil_div(items, pooled ? 8 : 16),
+            s.C * s.H * s.W};
   }
-  /// The staged image and the slack the last tiles read past it (at most W + 7 floats), in
-  /// whole 16-byte units so that the second buffer is aligned for 16-byte copies.
-  __host__ __device__ int staged() const { return (image + W + 8 + 3) / 4 * 4; }
+  /// One image in shared memory, in whole 16-byte units (so that the second buffer is aligned
+  /// for 16-byte copies). Tiles past the output read their last item: nothing past the image.
+  __host__ __device__ int staged() const { return (image + 3) / 4 * 4; }
+  /// The image offset of item i's first output (its top-left one, pooled), i < items.
+  __device__ int pixel(int i, bool pooled) const {
+    // Float division is exact here (items < 2^22), up to one step corrected below.
+    int r = __float2int_rz((static_cast<float>(i) + 0.5f) * inv);
+    int c = i - r * cols;
+    if (c < 0) c += cols, --r;
+    if (c >= cols) c -= cols, ++r;
+    return pooled ? 2 * (r * W + c) : r * W + c;
+  }
 };
+
+/// acc += the tile's products: A's row g reads the image at pa + off, row g + 8 at pb + off.
+template <int NT, int KS>
+__device__ __forceinline__ void image_products(float (&acc)[NT][4], const float* img, int pa,
+                                               int pb, const int (&off)[KS][2],
+                                               const std::uint32_t (&bf)[NT][KS][2], int steps) {
+#pragma unroll
+  for (int s = 0; s < KS; ++s) {
+    if (s >= steps) break;
+    const std::uint32_t a[4] = {__float_as_uint(img[pa + off[s][0]]),
+                                __float_as_uint(img[pb + off[s][0]]),
+                                __float_as_uint(img[pa + off[s][1]]),
+                                __float_as_uint(img[pb + off[s][1]])};
+#pragma unroll
+    for (int n = 0; n < NT; ++n) mma_tf32(acc[n], a, bf[n][s][0], bf[n][s][1]);
+  }
+}
 
 template <int NT, int KS, bool kPooled>
 __global__ void __launch_bounds__(kImageThreads, kImageBlocksPerSm)
     image_conv_kernel(float* __restrict__ y, const float* __restrict__ x,
                       const float* __restrict__ k, ImageLayer l) {
-  extern __shared__ float staged[];  // two images, each followed by its slack
+  extern __shared__ float staged[];  // two images
   const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
   const int g = lane / 4, t = lane % 4;
-  const int Kd = l.C * l.K * l.K;
-  const int nt = ceil_div(l.M, 8);
+  const int Kd = l.C * l.K * l.K, steps = ceil_div(Kd, 8);
 
   // Every filter, as this lane's B fragments (zero past the layer's maps and terms), and the
   // image offsets of this lane's A columns (terms t and t + 4 of each step of 8).
@@ -425,9 +446,6 @@ __global__ void __launch_bounds__(kImageThreads, kImageBlocksPerSm)
       }
     }
   }
-  for (int i = l.image + static_cast<int>(threadIdx.x); i < l.staged(); i += kImageThreads) {
-    staged[i] = staged[l.staged() + i] = 0.0f;  // the slack, once: no image overwrites it
-  }
 
   // The next image is copied in (cp.async, no registers) while this one is multiplied.
   std::int64_t b = blockIdx.x;
@@ -442,61 +460,47 @@ __global__ void __launch_bounds__(kImageThreads, kImageBlocksPerSm)
     }
     float* img = staged + buffer * l.staged();
     round_image(img, x + b * l.image, l.image);  // this thread's own copies, now arrived
-    __syncthreads();  // this image is in
-    // Warp w takes tiles w, w + 4, ...: row pair tr, column tile tc.
-    int tr = warp / l.tiles_w, tc = warp % l.tiles_w;
+    __syncthreads();                             // this image is in
+
     for (int tile = warp; tile < l.tiles; tile += kImageWarps) {
-      const int h0 = 2 * tr, w0 = 8 * tc;
-      for (tc += kImageWarps; tc >= l.tiles_w; tc -= l.tiles_w) ++tr;
-      const float* a_lo = img + h0 * l.W + w0 + g;  // output (h0, w0 + g); + W: (h0 + 1, ...)
-      float acc[NT][4];
-#pragma unroll
-      for (int n = 0; n < NT; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
-#pragma unroll
-      for (int s = 0; s < KS; ++s) {
-        if (s * 8 >= Kd) break;
-        const std::uint32_t a[4] = {
-            __float_as_uint(a_lo[off[s][0]]), __float_as_uint(a_lo[off[s][0] + l.W]),
-            __float_as_uint(a_lo[off[s][1]]), __float_as_uint(a_lo[off[s][1] + l.W])};
+      float acc[NT][4] = {};
+      if constexpr (kPooled) {
+        const int j = tile * 8 + g;  // this lane's window
+        const int pa = l.pixel(min(j, l.items - 1), true);
+        image_products(acc, img, pa, pa + 1, off, bf, steps);  // the windows' top row
+        float top[NT][2];
 #pragma unroll
         for (int n = 0; n < NT; ++n) {
-          if (n < nt) mma_tf32(acc[n], a, bf[n][s][0], bf[n][s][1]);
+          top[n][0] = fmaxf(acc[n][0], acc[n][2]);
+          top[n][1] = fmaxf(acc[n][1], acc[n][3]);
+          acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
         }
-      }
-      if constexpr (kPooled) {
-        // Lane g holds column w0 + g of both rows: the window's other column is lane g ^ 1.
-        // Even lanes write map 2t, odd lanes map 2t + 1: 8 maps x 4 pooled columns a store.
-        const int pw = w0 / 2 + g / 2, odd = g & 1;
-        const std::int64_t plane = std::int64_t{l.PH} * l.PW;
-        float* out = y + (b * l.M + 2 * t + odd) * plane + h0 / 2 * l.PW + pw;
+        image_products(acc, img, pa + l.W, pa + l.W + 1, off, bf, steps);  // the bottom row
+        // Maps 2t and 2t + 1 of fragment n; a warp stores 8 consecutive windows of 8 maps.
+        float* out = y + (b * l.M + 2 * t) * l.items + j;
 #pragma unroll
-        for (int n = 0; n < NT; ++n, out += 8 * plane) {
-          if (n >= nt) break;
-          const float v0 = fmaxf(acc[n][0], acc[n][2]), v1 = fmaxf(acc[n][1], acc[n][3]);
-          const float p0 = fmaxf(v0, __shfl_xor_sync(0xffffffffu, v0, 4));
-          const float p1 = fmaxf(v1, __shfl_xor_sync(0xffffffffu, v1, 4));
-          const float v = tanh_fast(odd ? p1 : p0);  // before the test: a predicated store
-          if (n * 8 + 2 * t + odd < l.M && pw < l.PW) *out = v;
+        for (int n = 0; n < NT; ++n, out += 8 * l.items) {
+          const float v0 = tanh_fast(fmaxf(top[n][0], fmaxf(acc[n][0], acc[n][2])));
+          const float v1 = tanh_fast(fmaxf(top[n][1], fmaxf(acc[n][1], acc[n][3])));
+          const int m = n * 8 + 2 * t;
+          if (j < l.items && m < l.M) out[0] = v0;
+          if (j < l.items && m + 1 < l.M) out[l.items] = v1;
         }
       } else {
-        const int w = w0 + g;
-        if (w < l.W_out) {
-          // Map 2t of fragment n, then each next fragment 8 maps on.
-          const std::int64_t P = std::int64_t{l.H_out} * l.W_out;
-          float* out = y + (b * l.M + 2 * t) * P + h0 * l.W_out + w;
-          const int row = h0 + 1 < l.H_out ? l.W_out : 0;  // the second row, or the first again
+        const int p = tile * 16 + g;  // this lane's outputs: p and p + 8
+        image_products(acc, img, l.pixel(min(p, l.items - 1), false),
+                       l.pixel(min(p + 8, l.items - 1), false), off, bf, steps);
+        float* out = y + (b * l.M + 2 * t) * l.items + p;
 #pragma unroll
-          for (int n = 0; n < NT; ++n, out += 8 * P) {
-            const int m = n * 8 + 2 * t;
-            if (n >= nt) break;
-            if (m < l.M) {
-              out[row] = acc[n][2];
-              out[0] = acc[n][0];
-            }
-            if (m + 1 < l.M) {
-              out[P + row] = acc[n][3];
-              out[P] = acc[n][1];
-            }
+        for (int n = 0; n < NT; ++n, out += 8 * l.items) {
+          const int m = n * 8 + 2 * t;
+          if (m < l.M) {
+            if (p < l.items) out[0] = acc[n][0];
+            if (p + 8 < l.items) out[8] = acc[n][2];
+          }
+          if (m + 1 < l.M) {
+            if (p < l.items) out[l.items] = acc[n][1];
+            if (p + 8 < l.items) out[l.items + 8] = acc[n][3];
           }
         }
       }
@@ -525,21 +529,34 @@ void launch_image_tiles(float* y, const float* x, const float* k, const ImageLay
   CUDA_CHECK_LAUNCH();
 }
 
+/// The image kernel for exactly NT fragments of 8 maps, if the sum has at most KS steps of 8
+/// terms (every filter is held in registers: NT * KS * 2 of them).
+template <int NT, int KS, bool kPooled>
+bool launch_image_maps(float* y, const float* x, const float* k, const ConvShape& s,
+                       const ImageLayer& l, cudaStream_t stream) {
+  static_assert(NT * KS <= 32, "every filter of the layer is held in registers");
+  if (s.C * s.K * s.K > KS * 8) return false;
+  launch_image_tiles<NT, KS, kPooled>(y, x, k, l, stream);
+  return true;
+}
+
 /// Runs the image kernel if the layer fits it; false otherwise.
 template <bool kPooled>
 bool launch_image_conv(float* y, const float* x, const float* k, const ConvShape& s,
                        cudaStream_t stream) {
   const ImageLayer l = ImageLayer::of(s, kPooled);
   if (l.staged() > kImageFloatsMax) return false;
-  if (l.B == 0 || l.M == 0 || l.tiles == 0) return true;  // nothing to write
-  if (ImageTiles<7, 4>::fits(s)) {
-    launch_image_tiles<7, 4, kPooled>(y, x, k, l, stream);
-  } else if (ImageTiles<4, 7>::fits(s)) {
-    launch_image_tiles<4, 7, kPooled>(y, x, k, l, stream);
-  } else {
-    return false;
+  if (l.B == 0 || l.M == 0 || l.items == 0) return true;  // nothing to write
+  switch (ceil_div(l.M, 8)) {
+    case 1: return launch_image_maps<1, 8, kPooled>(y, x, k, s, l, stream);
+    case 2: return launch_image_maps<2, 8, kPooled>(y, x, k, s, l, stream);
+    case 3: return launch_image_maps<3, 8, kPooled>(y, x, k, s, l, stream);
+    case 4: return launch_image_maps<4, 7, kPooled>(y, x, k, s, l, stream);
+    case 5: return launch_image_maps<5, 5, kPooled>(y, x, k, s, l, stream);
+    case 6: return launch_image_maps<6, 4, kPooled>(y, x, k, s, l, stream);
+    case 7: return launch_image_maps<7, 4, kPooled>(y, x, k, s, l, stream);
+    default: return false;
   }
-  return true;
 }
 
 }  // namespace
