@@ -27,6 +27,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// The precision class a variant is judged by.
+Precision class_of(const GpuVariant& v) {
+  return parse_precision(find_variant(v.name).precision);
+}
+
 Model model_named(const std::string& name) {
   return load_model(test::source_dir() / "datasets/models" / (name + ".safetensors"));
 }
@@ -178,7 +183,7 @@ TEST_CASE("every staff variant passes its class's network check on every shipped
       CAPTURE(name);
       CAPTURE(v.name);
       const GpuConvCall conv = bind_workspace(v.launcher(Impl::solution), shapes);
-      const Precision c = parse_precision(find_variant(v.name).precision);
+      const Precision c = class_of(v);
       if (c == Precision::fp32) {
         CHECK(correct_of(m, n, conv, std::string(v.name)) == expected);
         continue;
@@ -224,7 +229,7 @@ TEST_CASE("the fused path matches the CPU network on layers that are no tile mul
     const GpuConvTanhPoolFn fused = v.fused_launcher(Impl::solution);
     // A reduced class is checked layer by layer within its allowance (test_gpu_variants) and
     // on the shipped models by its rule (below): rounding moves these random probabilities.
-    if (fused == nullptr || parse_precision(find_variant(v.name).precision) != Precision::fp32) continue;
+    if (fused == nullptr || class_of(v) != Precision::fp32) continue;
     CAPTURE(v.name);
     const NetworkRun run = run_network_gpu(m, input, bind_workspace(v.launcher(Impl::solution), {}),
                                            fused, std::string(v.name));
@@ -275,7 +280,7 @@ TEST_CASE("fused staff launchers pass their class's check; relu models stay unfu
       const Tensor input = ds.images(n, m.input_scale);
       const NetworkRun run = run_network_gpu(
           m, input, bind_workspace(v.launcher(Impl::solution), {}), fused, std::string(v.name));
-      const Precision c = parse_precision(find_variant(v.name).precision);
+      const Precision c = class_of(v);
       if (c == Precision::fp32) {
         CHECK(count_correct(predictions(run.output), ds.labels) == expected);
       } else {

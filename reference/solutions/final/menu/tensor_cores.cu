@@ -283,8 +283,7 @@ __global__ void __launch_bounds__(kWmmaThreads, 3)
 template <typename In, int BM, typename Columns>
 void launch_wmma_tiles(float* y, const float* x, const float* k, const ConvShape& s,
                        const GemmSize& g, const Columns& columns, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>(columns.tiles()),
-                  static_cast<unsigned>(ceil_div(g.M, BM)));
+  const dim3 grid(static_cast<unsigned>(columns.tiles()), static_cast<unsigned>(ceil_div(g.M, BM)));
   wmma_conv_kernel<In, BM, Columns>
       <<<grid, kWmmaThreads, 0, stream>>>(y, k, ImplicitX::of(x, s), g, columns);
   CUDA_CHECK_LAUNCH();
@@ -330,11 +329,17 @@ constexpr int kImageWarps = 4, kImageThreads = 32 * kImageWarps, kImageBlocksPer
 /// Shared floats of one staged image.
 constexpr int kImageFloatsMax = 48 * 1024 / 4;
 
-/// Starts copying n floats of an image from global to shared memory (one cp.async group, 16
-/// bytes a copy where the image allows it); cp.async.wait_group waits for it.
+/// Whether an image of n floats at src is copied 16 bytes at a time (else 4): copy_image and
+/// round_image must split it among the threads the same way.
+__device__ __forceinline__ bool copies_by_four(const float* src, int n) {
+  return n % 4 == 0 && reinterpret_cast<std::uintptr_t>(src) % 16 == 0;
+}
+
+/// Starts copying n floats of an image from global to shared memory (one cp.async group);
+/// cp.async.wait_group waits for it.
 __device__ __forceinline__ void copy_image(float* dst, const float* src, int n) {
   const int tid = static_cast<int>(threadIdx.x);
-  if (n % 4 == 0 && reinterpret_cast<std::uintptr_t>(src) % 16 == 0) {
+  if (copies_by_four(src, n)) {
     for (int i = 4 * tid; i < n; i += 4 * kImageThreads) {
       asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(
                        static_cast<unsigned>(__cvta_generic_to_shared(dst + i))),
@@ -355,7 +360,7 @@ __device__ __forceinline__ void copy_image(float* dst, const float* src, int n) 
 /// Rounds to TF32, in place, the values copy_image(img, src, n) had this thread copy.
 __device__ __forceinline__ void round_image(float* img, const float* src, int n) {
   const int tid = static_cast<int>(threadIdx.x);
-  if (n % 4 == 0 && reinterpret_cast<std::uintptr_t>(src) % 16 == 0) {
+  if (copies_by_four(src, n)) {
     for (int i = 4 * tid; i < n; i += 4 * kImageThreads) {
       float4 v = *reinterpret_cast<float4*>(img + i);
       v = {__uint_as_float(to_tf32(v.x)), __uint_as_float(to_tf32(v.y)),
@@ -373,18 +378,26 @@ __device__ __forceinline__ void round_image(float* img, const float* src, int n)
 /// (rows g and g + 8 are the left and right outputs of window j0 + g, once for the window's top
 /// row and once for its bottom row). Tiles so follow the output with no columns wasted.
 struct ImageLayer {
-  int B, M, C, H, W, K, H_out, W_out;
-  int items;   ///< per image: outputs H_out * W_out (plain) or windows PH * PW (pooled)
-  int cols;    ///< items per row: W_out or PW
-  float inv;   ///< 1 / cols, for the division of an item into row and column
-  int tiles;   ///< per image
-  int image;   ///< C * H * W: one image's floats in x
+  int B, M, C, H, W, K;
+  int items;  ///< per image: outputs H_out * W_out (plain) or windows PH * PW (pooled)
+  int cols;   ///< items per row: W_out or PW
+  float inv;  ///< 1 / cols, for the division of an item into row and column
+  int tiles;  ///< per image
+  int image;  ///< C * H * W: one image's floats in x
 
   static ImageLayer of(const ConvShape& s, bool pooled) {
     const int cols = pooled ? s.W_out() / 2 : s.W_out();
     const int items = pooled ? s.H_out() / 2 * cols : s.H_out() * cols;
-    return {s.B, s.M, s.C, s.H, s.W, s.K, s.H_out(), s.W_out(), items, cols,
-            1.0f / static_cast<float>(std::max(cols, 1)), ceil_div(items, pooled ? 8 : 16),
+    return {s.B,
+            s.M,
+            s.C,
+            s.H,
+            s.W,
+            s.K,
+            items,
+            cols,
+            1.0f / static_cast<float>(std::max(cols, 1)),
+            ceil_div(items, pooled ? 8 : 16),
             s.C * s.H * s.W};
   }
   /// One image in shared memory, in whole 16-byte units (so that the second buffer is aligned
@@ -409,10 +422,9 @@ __device__ __forceinline__ void image_products(float (&acc)[NT][4], const float*
 #pragma unroll
   for (int s = 0; s < KS; ++s) {
     if (s >= steps) break;
-    const std::uint32_t a[4] = {__float_as_uint(img[pa + off[s][0]]),
-                                __float_as_uint(img[pb + off[s][0]]),
-                                __float_as_uint(img[pa + off[s][1]]),
-                                __float_as_uint(img[pb + off[s][1]])};
+    const std::uint32_t a[4] = {
+        __float_as_uint(img[pa + off[s][0]]), __float_as_uint(img[pb + off[s][0]]),
+        __float_as_uint(img[pa + off[s][1]]), __float_as_uint(img[pb + off[s][1]])};
 #pragma unroll
     for (int n = 0; n < NT; ++n) mma_tf32(acc[n], a, bf[n][s][0], bf[n][s][1]);
   }
@@ -523,8 +535,8 @@ void launch_image_tiles(float* y, const float* x, const float* k, const ImageLay
   CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kImageThreads, bytes));
   // Blocks loop over the images, so each loads the filters into its registers once.
-  const auto blocks = static_cast<unsigned>(
-      std::min<std::int64_t>(l.B, std::int64_t{sms} * std::max(per_sm, 1)));
+  const auto blocks =
+      static_cast<unsigned>(std::min<std::int64_t>(l.B, std::int64_t{sms} * std::max(per_sm, 1)));
   kernel<<<blocks, kImageThreads, static_cast<std::size_t>(bytes), stream>>>(y, x, k, l);
   CUDA_CHECK_LAUNCH();
 }
@@ -532,10 +544,10 @@ void launch_image_tiles(float* y, const float* x, const float* k, const ImageLay
 /// The image kernel for exactly NT fragments of 8 maps, if the sum has at most KS steps of 8
 /// terms (every filter is held in registers: NT * KS * 2 of them).
 template <int NT, int KS, bool kPooled>
-bool launch_image_maps(float* y, const float* x, const float* k, const ConvShape& s,
-                       const ImageLayer& l, cudaStream_t stream) {
+bool launch_image_maps(float* y, const float* x, const float* k, const ImageLayer& l,
+                       cudaStream_t stream) {
   static_assert(NT * KS <= 32, "every filter of the layer is held in registers");
-  if (s.C * s.K * s.K > KS * 8) return false;
+  if (l.C * l.K * l.K > KS * 8) return false;
   launch_image_tiles<NT, KS, kPooled>(y, x, k, l, stream);
   return true;
 }
@@ -548,14 +560,22 @@ bool launch_image_conv(float* y, const float* x, const float* k, const ConvShape
   if (l.staged() > kImageFloatsMax) return false;
   if (l.B == 0 || l.M == 0 || l.items == 0) return true;  // nothing to write
   switch (ceil_div(l.M, 8)) {
-    case 1: return launch_image_maps<1, 8, kPooled>(y, x, k, s, l, stream);
-    case 2: return launch_image_maps<2, 8, kPooled>(y, x, k, s, l, stream);
-    case 3: return launch_image_maps<3, 8, kPooled>(y, x, k, s, l, stream);
-    case 4: return launch_image_maps<4, 7, kPooled>(y, x, k, s, l, stream);
-    case 5: return launch_image_maps<5, 5, kPooled>(y, x, k, s, l, stream);
-    case 6: return launch_image_maps<6, 4, kPooled>(y, x, k, s, l, stream);
-    case 7: return launch_image_maps<7, 4, kPooled>(y, x, k, s, l, stream);
-    default: return false;
+    case 1:
+      return launch_image_maps<1, 8, kPooled>(y, x, k, l, stream);
+    case 2:
+      return launch_image_maps<2, 8, kPooled>(y, x, k, l, stream);
+    case 3:
+      return launch_image_maps<3, 8, kPooled>(y, x, k, l, stream);
+    case 4:
+      return launch_image_maps<4, 7, kPooled>(y, x, k, l, stream);
+    case 5:
+      return launch_image_maps<5, 5, kPooled>(y, x, k, l, stream);
+    case 6:
+      return launch_image_maps<6, 4, kPooled>(y, x, k, l, stream);
+    case 7:
+      return launch_image_maps<7, 4, kPooled>(y, x, k, l, stream);
+    default:
+      return false;
   }
 }
 
@@ -579,8 +599,8 @@ void conv_tanh_maxpool_tensor_cores(float* y, const float* x, const float* k,
                 std::to_string(kWmmaBN) + " values; this one has " + std::to_string(n));
   }
   const int PH = pool.out(shape.H_out()), PW = pool.out(shape.W_out());
-  const PooledColumns columns{std::int64_t{shape.B} * PH * PW, shape.M, PH, PW, pool.size,
-                              pool.stride, kWmmaBN / n};
+  const PooledColumns columns{
+      std::int64_t{shape.B} * PH * PW, shape.M, PH, PW, pool.size, pool.stride, kWmmaBN / n};
   launch_wmma_conv<Tf32Inputs>(y, x, k, shape, columns, stream);
 }
 
