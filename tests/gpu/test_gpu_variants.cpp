@@ -202,6 +202,8 @@ const ConvShape kSmallShapes[] = {
     {3, 12, 61, 7, 9, 3},     // 12 maps, 549 terms, C*K*K not a multiple of 4
     // small sums over 17 to 48 maps: filters held in registers in 3 to 6 fragments of 8 maps
     {2, 20, 1, 19, 23, 4}, {2, 31, 2, 15, 14, 3}, {2, 37, 1, 12, 13, 5}, {2, 45, 3, 11, 10, 3},
+    // sums that fill their last step of 8 terms, or at most half of it (a k = 4 product)
+    {2, 53, 2, 13, 11, 4}, {3, 6, 1, 20, 17, 8}, {2, 7, 15, 9, 10, 2},
 };
 
 }  // namespace
@@ -223,6 +225,7 @@ TEST_CASE("fused launchers match the CPU conv, tanh and max-pool on awkward shap
       {2, 3, 2, 30, 26, 9}, {1, 40, 64, 9, 9, 3},  {1, 2, 400, 8, 8, 7}, {2, 5, 1, 130, 120, 2},
       {5, 9, 1, 27, 29, 6}, {3, 11, 2, 14, 33, 4}, {2, 4, 1, 30, 30, 7},  // C=1, K=7
       {2, 20, 1, 19, 23, 4}, {2, 31, 2, 15, 14, 3}, {2, 37, 1, 12, 13, 5}, {2, 45, 3, 11, 10, 3},
+      {2, 53, 2, 13, 11, 4}, {3, 6, 1, 20, 17, 8}, {2, 7, 15, 9, 10, 2},  // full or half last step
   };
   // The staff solutions have a fused launcher; a team's is optional.
   const bool staff = convlab::solutions_available();

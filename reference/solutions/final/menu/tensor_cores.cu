@@ -26,8 +26,10 @@
 // the fragment's two row halves, top row then bottom row, so each lane holds whole windows and
 // writes only the pooled quarter. Other pools, and larger layers, take the WMMA kernel with its
 // columns ordered window by window, so that each window's values are consecutive in the tile
-// it writes through shared memory. On the project's layer (H100, bench): 1.31 ms on the WMMA
-// kernel, 0.43 ms so (store floor 0.37), 0.17 ms fused.
+// it writes through shared memory. In the image kernel, a sum whose last step has at most 4
+// terms ends with an m16n8k4 product (the project's 25: three steps of 8, one of 4). On the
+// project's layer (H100, bench): 1.31 ms on the WMMA kernel, 0.44 ms so (store floor 0.37),
+// 0.14 ms fused.
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 #include <mma.h>
@@ -35,6 +37,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "reference/conv/student_api.hpp"
 #include "reference/core/ceil_div.hpp"
@@ -91,11 +94,18 @@ struct ImplicitX {
 
 // tanh(v) = 1 - 2 / (2^(2v log2 e) + 1) with the hardware exp2 and reciprocal: five
 // instructions, absolute error below 1e-6 (2^x overflowing to inf gives 1, 0 gives -1).
-__device__ __forceinline__ float tanh_fast(float v) {
+constexpr float kTanhScale = 2.8853900817779268f;  // 2 log2(e)
+
+/// tanh(u / kTanhScale): four instructions.
+__device__ __forceinline__ float tanh_scaled(float u) {
   float e, r;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(v * 2.8853900817779268f));
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(u));
   asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(e + 1.0f));
   return fmaf(-2.0f, r, 1.0f);
+}
+
+__device__ __forceinline__ float tanh_fast(float v) {
+  return tanh_scaled(v * kTanhScale);
 }
 
 namespace wmma = nvcuda::wmma;
@@ -319,6 +329,16 @@ __device__ __forceinline__ void mma_tf32(float (&c)[4], const std::uint32_t (&a)
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+/// m16n8k4: A's (g, t) and (g + 8, t), B's (t, g); C as m16n8k8.
+__device__ __forceinline__ void mma_tf32_k4(float (&c)[4], const std::uint32_t (&a)[2],
+                                            std::uint32_t b) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k4.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5}, {%6}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(b));
+}
+
 __device__ __forceinline__ std::uint32_t to_tf32(float v) {
   std::uint32_t r;
   asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(v));
@@ -326,6 +346,12 @@ __device__ __forceinline__ std::uint32_t to_tf32(float v) {
 }
 
 constexpr int kImageWarps = 4, kImageThreads = 32 * kImageWarps, kImageBlocksPerSm = 4;
+/// p, hidden from the compiler's address arithmetic: offsets from it become one multiply-add.
+__device__ __forceinline__ float* opaque(float* p) {
+  asm("mov.b64 %0, %0;" : "+l"(p));
+  return p;
+}
+
 /// Shared floats of one staged image.
 constexpr int kImageFloatsMax = 48 * 1024 / 4;
 
@@ -379,85 +405,165 @@ __device__ __forceinline__ void round_image(float* img, const float* src, int n)
 /// row and once for its bottom row). Tiles so follow the output with no columns wasted.
 struct ImageLayer {
   int B, M, C, H, W, K;
-  int items;  ///< per image: outputs H_out * W_out (plain) or windows PH * PW (pooled)
-  int cols;   ///< items per row: W_out or PW
-  float inv;  ///< 1 / cols, for the division of an item into row and column
-  int tiles;  ///< per image
-  int image;  ///< C * H * W: one image's floats in x
+  int items;      ///< per image: outputs H_out * W_out (plain) or windows PH * PW (pooled)
+  int cols;       ///< items per row: W_out or PW
+  float inv;      ///< 1 / cols, for the division of an item into row and column
+  int tiles;      ///< per image
+  int image;      ///< C * H * W: one image's floats in x
+  int walk_rows;  ///< a warp's step from one of its tiles to the next (kImageWarps tiles), in
+  int walk_cols;  ///< whole rows and the columns left over
+  int last;       ///< the image offset of the last item (tiles past the output read it)
 
   static ImageLayer of(const ConvShape& s, bool pooled) {
-    const int cols = pooled ? s.W_out() / 2 : s.W_out();
-    const int items = pooled ? s.H_out() / 2 * cols : s.H_out() * cols;
-    return {s.B,
-            s.M,
-            s.C,
-            s.H,
-            s.W,
-            s.K,
-            items,
-            cols,
-            1.0f / static_cast<float>(std::max(cols, 1)),
-            ceil_div(items, pooled ? 8 : 16),
-            s.C * s.H * s.W};
+    ImageLayer l{};
+    l.B = s.B, l.M = s.M, l.C = s.C, l.H = s.H, l.W = s.W, l.K = s.K;
+    l.cols = pooled ? s.W_out() / 2 : s.W_out();
+    l.items = pooled ? s.H_out() / 2 * l.cols : s.H_out() * l.cols;
+    l.inv = 1.0f / static_cast<float>(std::max(l.cols, 1));
+    const int per_tile = pooled ? 8 : 16;
+    l.tiles = ceil_div(l.items, per_tile);
+    l.image = s.C * s.H * s.W;
+    l.walk_rows = kImageWarps * per_tile / std::max(l.cols, 1);
+    l.walk_cols = kImageWarps * per_tile - l.walk_rows * l.cols;
+    const int r = (l.items - 1) / std::max(l.cols, 1), c = l.items - 1 - r * l.cols;
+    l.last = pooled ? 2 * (r * l.W + c) : r * l.W + c;
+    return l;
   }
   /// One image in shared memory, in whole 16-byte units (so that the second buffer is aligned
   /// for 16-byte copies). Tiles past the output read their last item: nothing past the image.
   __host__ __device__ int staged() const { return (image + 3) / 4 * 4; }
-  /// The image offset of item i's first output (its top-left one, pooled), i < items.
-  __device__ int pixel(int i, bool pooled) const {
+};
+
+/// The row and column of one lane's item as its warp walks an image's output, kImageWarps
+/// tiles at a time: divided out once per image, then advanced.
+struct ItemCursor {
+  int r, c;
+
+  __device__ ItemCursor(const ImageLayer& l, int i) {
     // Float division is exact here (items < 2^22), up to one step corrected below.
-    int r = __float2int_rz((static_cast<float>(i) + 0.5f) * inv);
-    int c = i - r * cols;
-    if (c < 0) c += cols, --r;
-    if (c >= cols) c -= cols, ++r;
-    return pooled ? 2 * (r * W + c) : r * W + c;
+    r = __float2int_rz((static_cast<float>(i) + 0.5f) * l.inv);
+    c = i - r * l.cols;
+    if (c < 0) c += l.cols, --r;
+    if (c >= l.cols) c -= l.cols, ++r;
+  }
+  __device__ void advance(const ImageLayer& l) {
+    r += l.walk_rows;
+    c += l.walk_cols;
+    if (c >= l.cols) c -= l.cols, ++r;
+  }
+  /// The image offset of item i's first output (its top-left one, pooled), i the cursor's item;
+  /// past the output, the last item's.
+  __device__ int pixel(const ImageLayer& l, int i, bool pooled) const {
+    if (i >= l.items) return l.last;
+    return pooled ? 2 * (r * l.W + c) : r * l.W + c;
   }
 };
 
-/// acc += the tile's products: A's row g reads the image at pa + off, row g + 8 at pb + off.
-template <int NT, int KS>
-__device__ __forceinline__ void image_products(float (&acc)[NT][4], const float* img, int pa,
-                                               int pb, const int (&off)[KS][2],
+/// Stores v at p, in global memory.
+__device__ __forceinline__ void store_global(float* p, float v) {
+  asm volatile("st.global.f32 [%0], %1;" ::"l"(p), "f"(v));
+}
+
+/// The image byte offset of term r of the sum from its output's first pixel. Terms past the sum
+/// read that pixel: finite, and multiplied by zero.
+__device__ __forceinline__ int term_offset(const ImageLayer& l, int r) {
+  if (r >= l.C * l.K * l.K) return 0;
+  const int c = r / (l.K * l.K), pq = r - c * l.K * l.K, p = pq / l.K;
+  return 4 * ((c * l.H + p) * l.W + (pq - p * l.K));
+}
+
+/// One lane's term offsets, terms t and t + 4 of each of KS steps of 8: in registers, or, where
+/// the filters leave too few (kShared), in shared memory at `shared` (4 KS of them), written by
+/// the block's first threads and published by its first barrier.
+template <int KS, bool kShared>
+struct TermOffsets {
+  int2 o[KS];
+  __device__ TermOffsets(const ImageLayer& l, int2* /*shared*/, int t) {
+#pragma unroll
+    for (int s = 0; s < KS; ++s) o[s] = {term_offset(l, 8 * s + t), term_offset(l, 8 * s + t + 4)};
+  }
+  __device__ int2 operator[](int s) const {
+    return o[s];
+  }
+};
+
+template <int KS>
+struct TermOffsets<KS, true> {
+  const int2* o;
+  __device__ TermOffsets(const ImageLayer& l, int2* shared, int t) : o(shared + t) {
+    const int i = static_cast<int>(threadIdx.x), r = i / 4 * 8 + i % 4;
+    if (i < 4 * KS) shared[i] = {term_offset(l, r), term_offset(l, r + 4)};
+  }
+  __device__ int2 operator[](int s) const { return o[4 * s]; }
+};
+
+/// The sum's last step, for the image kernel: kAnyLast, steps is tested at run time (up to KS);
+/// else all KS steps run, the last one with 8 terms or 4 (m16n8k4: half the products).
+constexpr int kAnyLast = 0;
+
+/// acc = the tile's products: A's row g reads the image at ra, row g + 8 at rb, each plus this
+/// lane's term offsets. The first step always runs (every sum has a term), so acc needs no
+/// zeroing.
+template <int NT, int KS, int kLast, typename Offsets>
+__device__ __forceinline__ void image_products(float (&acc)[NT][4], const char* ra, const char* rb,
+                                               const Offsets& off,
                                                const std::uint32_t (&bf)[NT][KS][2], int steps) {
+  const auto at = [](const char* row, int o) {
+    return *reinterpret_cast<const std::uint32_t*>(row + o);
+  };
+#pragma unroll
+  for (int n = 0; n < NT; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
 #pragma unroll
   for (int s = 0; s < KS; ++s) {
-    if (s >= steps) break;
-    const std::uint32_t a[4] = {
-        __float_as_uint(img[pa + off[s][0]]), __float_as_uint(img[pb + off[s][0]]),
-        __float_as_uint(img[pa + off[s][1]]), __float_as_uint(img[pb + off[s][1]])};
+    if (kLast == kAnyLast && s > 0 && s >= steps) break;
+    const int2 o = off[s];
+    if (kLast == 4 && s == KS - 1) {
+      const std::uint32_t a[2] = {at(ra, o.x), at(rb, o.x)};
 #pragma unroll
-    for (int n = 0; n < NT; ++n) mma_tf32(acc[n], a, bf[n][s][0], bf[n][s][1]);
+      for (int n = 0; n < NT; ++n) mma_tf32_k4(acc[n], a, bf[n][s][0]);
+    } else {
+      const std::uint32_t a[4] = {at(ra, o.x), at(rb, o.x), at(ra, o.y), at(rb, o.y)};
+#pragma unroll
+      for (int n = 0; n < NT; ++n) mma_tf32(acc[n], a, bf[n][s][0], bf[n][s][1]);
+    }
   }
 }
 
-template <int NT, int KS, bool kPooled>
+template <int NT, int KS, int kLast, bool kPooled>
 __global__ void __launch_bounds__(kImageThreads, kImageBlocksPerSm)
     image_conv_kernel(float* __restrict__ y, const float* __restrict__ x,
                       const float* __restrict__ k, ImageLayer l) {
-  extern __shared__ float staged[];  // two images
+  extern __shared__ float staged[];  // two images, then the terms' offsets
   const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
   const int g = lane / 4, t = lane % 4;
   const int Kd = l.C * l.K * l.K, steps = ceil_div(Kd, 8);
+  // Pooled, the filters are scaled by tanh_fast's 2 log2(e) before they are rounded to TF32
+  // (the same relative rounding, and the maximum of the scaled sums is the scaled maximum), so
+  // tanh takes the pooled value as it is.
+  constexpr float kScale = kPooled ? kTanhScale : 1.0f;
 
-  // Every filter, as this lane's B fragments (zero past the layer's maps and terms), and the
-  // image offsets of this lane's A columns (terms t and t + 4 of each step of 8).
+  // The image offsets of this lane's A columns; in shared memory where more than 32 registers
+  // go to the filters (in registers they make the project's layer spill).
+  const TermOffsets<KS, (2 * NT * KS > 32)> off(l, reinterpret_cast<int2*>(staged + 2 * l.staged()),
+                                                t);
+
+  // Every filter, as this lane's B fragments (zero past the layer's maps and terms).
   std::uint32_t bf[NT][KS][2];
-  int off[KS][2];
 #pragma unroll
   for (int s = 0; s < KS; ++s) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int r = s * 8 + t + 4 * h;
-      const int c = r / (l.K * l.K), pq = r - c * l.K * l.K, p = pq / l.K;
-      // Terms past the sum read the output's own pixel: finite, and multiplied by zero.
-      off[s][h] = r < Kd ? (c * l.H + p) * l.W + (pq - p * l.K) : 0;
 #pragma unroll
       for (int n = 0; n < NT; ++n) {
         const int m = n * 8 + g;
-        bf[n][s][h] = to_tf32(m < l.M && r < Kd ? __ldg(k + m * Kd + r) : 0.0f);
+        bf[n][s][h] = to_tf32(m < l.M && r < Kd ? kScale * __ldg(k + m * Kd + r) : 0.0f);
       }
     }
   }
+  // This lane's maps 2t and 2t + 1 of fragment n exist for every n but the last.
+  const bool last0 = (NT - 1) * 8 + 2 * t < l.M, last1 = (NT - 1) * 8 + 2 * t + 1 < l.M;
+  const int map_stride = 8 * l.items;  // from fragment n's maps to fragment n + 1's
 
   // The next image is copied in (cp.async, no registers) while this one is multiplied.
   std::int64_t b = blockIdx.x;
@@ -473,47 +579,68 @@ __global__ void __launch_bounds__(kImageThreads, kImageBlocksPerSm)
     float* img = staged + buffer * l.staged();
     round_image(img, x + b * l.image, l.image);  // this thread's own copies, now arrived
     __syncthreads();                             // this image is in
+    const char* bytes = reinterpret_cast<const char*>(img);
+    float* const yb = opaque(y + b * l.M * l.items);  // this image's output
 
+    // This lane's items: one window (pooled), or outputs p and p + 8 (plain).
+    ItemCursor item(l, warp * (kPooled ? 8 : 16) + g), item8(l, warp * 16 + g + 8);
     for (int tile = warp; tile < l.tiles; tile += kImageWarps) {
-      float acc[NT][4] = {};
+      float acc[NT][4];
       if constexpr (kPooled) {
         const int j = tile * 8 + g;  // this lane's window
-        const int pa = l.pixel(min(j, l.items - 1), true);
-        image_products(acc, img, pa, pa + 1, off, bf, steps);  // the windows' top row
+        const char* pa = bytes + 4 * item.pixel(l, j, true);
+        item.advance(l);
+        // The windows' top row, then their bottom row.
+        image_products<NT, KS, kLast>(acc, pa, pa + 4, off, bf, steps);
         float top[NT][2];
 #pragma unroll
         for (int n = 0; n < NT; ++n) {
           top[n][0] = fmaxf(acc[n][0], acc[n][2]);
           top[n][1] = fmaxf(acc[n][1], acc[n][3]);
-          acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
         }
-        image_products(acc, img, pa + l.W, pa + l.W + 1, off, bf, steps);  // the bottom row
+        pa += 4 * l.W;
+        image_products<NT, KS, kLast>(acc, pa, pa + 4, off, bf, steps);
         // Maps 2t and 2t + 1 of fragment n; a warp stores 8 consecutive windows of 8 maps.
-        float* out = y + (b * l.M + 2 * t) * l.items + j;
+        const auto store = [&](bool in) {
+          float* out = yb + 2 * t * l.items + j;
 #pragma unroll
-        for (int n = 0; n < NT; ++n, out += 8 * l.items) {
-          const float v0 = tanh_fast(fmaxf(top[n][0], fmaxf(acc[n][0], acc[n][2])));
-          const float v1 = tanh_fast(fmaxf(top[n][1], fmaxf(acc[n][1], acc[n][3])));
-          const int m = n * 8 + 2 * t;
-          if (j < l.items && m < l.M) out[0] = v0;
-          if (j < l.items && m + 1 < l.M) out[l.items] = v1;
+          for (int n = 0; n < NT; ++n, out += map_stride) {
+            const float v0 = tanh_scaled(fmaxf(top[n][0], fmaxf(acc[n][0], acc[n][2])));
+            const float v1 = tanh_scaled(fmaxf(top[n][1], fmaxf(acc[n][1], acc[n][3])));
+            if (in && (n + 1 < NT || last0)) store_global(out, v0);
+            if (in && (n + 1 < NT || last1)) store_global(out + l.items, v1);
+          }
+        };
+        // Whole tiles (all but an image's last, at most) store with no test of the item.
+        if (tile * 8 + 8 <= l.items) {
+          store(true);
+        } else {
+          store(j < l.items);
         }
       } else {
         const int p = tile * 16 + g;  // this lane's outputs: p and p + 8
-        image_products(acc, img, l.pixel(min(p, l.items - 1), false),
-                       l.pixel(min(p + 8, l.items - 1), false), off, bf, steps);
-        float* out = y + (b * l.M + 2 * t) * l.items + p;
+        image_products<NT, KS, kLast>(acc, bytes + 4 * item.pixel(l, p, false),
+                                      bytes + 4 * item8.pixel(l, p + 8, false), off, bf, steps);
+        item.advance(l);
+        item8.advance(l);
+        const auto store = [&](bool in0, bool in1) {
+          float* out = yb + 2 * t * l.items + p;
 #pragma unroll
-        for (int n = 0; n < NT; ++n, out += 8 * l.items) {
-          const int m = n * 8 + 2 * t;
-          if (m < l.M) {
-            if (p < l.items) out[0] = acc[n][0];
-            if (p + 8 < l.items) out[8] = acc[n][2];
+          for (int n = 0; n < NT; ++n, out += map_stride) {
+            if (n + 1 < NT || last0) {
+              if (in0) store_global(out, acc[n][0]);
+              if (in1) store_global(out + 8, acc[n][2]);
+            }
+            if (n + 1 < NT || last1) {
+              if (in0) store_global(out + l.items, acc[n][1]);
+              if (in1) store_global(out + l.items + 8, acc[n][3]);
+            }
           }
-          if (m + 1 < l.M) {
-            if (p < l.items) out[l.items] = acc[n][1];
-            if (p + 8 < l.items) out[l.items + 8] = acc[n][3];
-          }
+        };
+        if (tile * 16 + 16 <= l.items) {
+          store(true, true);
+        } else {
+          store(p < l.items, p + 8 < l.items);
         }
       }
     }
@@ -521,22 +648,40 @@ __global__ void __launch_bounds__(kImageThreads, kImageBlocksPerSm)
   }
 }
 
-/// Runs the image kernel for NT x 8 maps and KS x 8 terms on `stream`.
-template <int NT, int KS, bool kPooled>
-void launch_image_tiles(float* y, const float* x, const float* k, const ImageLayer& l,
-                        cudaStream_t stream) {
-  const auto kernel = image_conv_kernel<NT, KS, kPooled>;
-  const int bytes = 2 * l.staged() * static_cast<int>(sizeof(float));
+/// Blocks of `kernel` (`threads` each, `bytes` of dynamic shared memory) that the current device
+/// holds at once. The runtime is asked once per kernel, device and size: its queries take
+/// microseconds, inside the timed call.
+inline std::int64_t resident_blocks(const void* kernel, int threads, int bytes) {
+  struct Known {
+    const void* kernel;
+    int device, bytes;
+    std::int64_t blocks;
+  };
+  static thread_local std::vector<Known> known;
+  int device = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  for (const Known& k : known) {
+    if (k.kernel == kernel && k.device == device && k.bytes == bytes) return k.blocks;
+  }
   if (bytes > 48 * 1024) {
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
   }
-  int device = 0, sms = 0, per_sm = 0;
-  CUDA_CHECK(cudaGetDevice(&device));
+  int sms = 0, per_sm = 0;
   CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kImageThreads, bytes));
+  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, bytes));
+  known.push_back({kernel, device, bytes, std::int64_t{sms} * std::max(per_sm, 1)});
+  return known.back().blocks;
+}
+
+/// Runs the image kernel for NT x 8 maps and KS x 8 terms on `stream`.
+template <int NT, int KS, int kLast, bool kPooled>
+void launch_image_tiles(float* y, const float* x, const float* k, const ImageLayer& l,
+                        cudaStream_t stream) {
+  const auto kernel = image_conv_kernel<NT, KS, kLast, kPooled>;
+  const int bytes = static_cast<int>(2 * l.staged() * sizeof(float) + 4 * KS * sizeof(int2));
   // Blocks loop over the images, so each loads the filters into its registers once.
-  const auto blocks =
-      static_cast<unsigned>(std::min<std::int64_t>(l.B, std::int64_t{sms} * std::max(per_sm, 1)));
+  const auto blocks = static_cast<unsigned>(std::min<std::int64_t>(
+      l.B, resident_blocks(reinterpret_cast<const void*>(kernel), kImageThreads, bytes)));
   kernel<<<blocks, kImageThreads, static_cast<std::size_t>(bytes), stream>>>(y, x, k, l);
   CUDA_CHECK_LAUNCH();
 }
@@ -547,8 +692,15 @@ template <int NT, int KS, bool kPooled>
 bool launch_image_maps(float* y, const float* x, const float* k, const ImageLayer& l,
                        cudaStream_t stream) {
   static_assert(NT * KS <= 32, "every filter of the layer is held in registers");
-  if (l.C * l.K * l.K > KS * 8) return false;
-  launch_image_tiles<NT, KS, kPooled>(y, x, k, l, stream);
+  const int Kd = l.C * l.K * l.K, steps = ceil_div(Kd, 8);
+  if (steps > KS) return false;
+  if (steps < KS) {
+    launch_image_tiles<NT, KS, kAnyLast, kPooled>(y, x, k, l, stream);
+  } else if (Kd - 8 * (KS - 1) <= 4) {
+    launch_image_tiles<NT, KS, 4, kPooled>(y, x, k, l, stream);
+  } else {
+    launch_image_tiles<NT, KS, 8, kPooled>(y, x, k, l, stream);
+  }
   return true;
 }
 
