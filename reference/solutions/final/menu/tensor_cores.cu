@@ -65,6 +65,15 @@ struct GemmSize {
   }
 };
 
+/// Offset in x[b] of term r of the sum (channel c, filter row p, column q) from its output's
+/// first pixel: the image kernel and the WMMA kernel decode the sum's terms alike.
+__host__ __device__ inline int sum_term_offset(int r, int K, int H, int W) {
+  const int kk = K * K;
+  const int c = r / kk, pq = r - c * kk;
+  const int p = pq / K, q = pq - p * K;
+  return (c * H + p) * W + q;
+}
+
 /// X read straight from x[B][C][H][W].
 struct ImplicitX {
   const float* x;
@@ -86,13 +95,7 @@ struct ImplicitX {
   }
   /// Offset of X's row r from a column's offset (0 past the sum: finite, and multiplied by
   /// zero). One division per row of a slice, not per element.
-  __device__ int row(int r, int Kd) const {
-    if (r >= Kd) return 0;
-    const int kk = K * K;
-    const int c = r / kk, pq = r - c * kk;
-    const int p = pq / K, q = pq - p * K;
-    return (c * H + p) * W + q;
-  }
+  __device__ int row(int r, int Kd) const { return r < Kd ? sum_term_offset(r, K, H, W) : 0; }
 };
 
 // tanh(v) = 1 - 2 / (2^(2v log2 e) + 1) with the hardware exp2 and reciprocal: five
@@ -435,8 +438,13 @@ struct ImageLayer {
     l.walk_rows = kImageWarps * per_tile / std::max(l.cols, 1);
     l.walk_cols = kImageWarps * per_tile - l.walk_rows * l.cols;
     const int r = (l.items - 1) / std::max(l.cols, 1), c = l.items - 1 - r * l.cols;
-    l.last = pooled ? 2 * (r * l.W + c) : r * l.W + c;
+    l.last = l.offset(r, c, pooled);
     return l;
+  }
+  /// The image offset of the first output (the top-left one, pooled) of the item in row r and
+  /// column c.
+  __host__ __device__ int offset(int r, int c, bool pooled) const {
+    return pooled ? 2 * (r * W + c) : r * W + c;
   }
   /// One image in shared memory, in whole 16-byte units (so that the second buffer is aligned
   /// for 16-byte copies). Tiles past the output read their last item: nothing past the image.
@@ -463,8 +471,7 @@ struct ItemCursor {
   /// The image offset of item i's first output (its top-left one, pooled), i the cursor's item;
   /// past the output, the last item's.
   __device__ int pixel(const ImageLayer& l, int i, bool pooled) const {
-    if (i >= l.items) return l.last;
-    return pooled ? 2 * (r * l.W + c) : r * l.W + c;
+    return i < l.items ? l.offset(r, c, pooled) : l.last;
   }
 };
 
@@ -476,9 +483,7 @@ __device__ __forceinline__ void store_global(float* p, float v) {
 /// The image byte offset of term r of the sum from its output's first pixel. Terms past the sum
 /// read that pixel: finite, and multiplied by zero.
 __device__ __forceinline__ int term_offset(const ImageLayer& l, int r) {
-  if (r >= l.C * l.K * l.K) return 0;
-  const int c = r / (l.K * l.K), pq = r - c * l.K * l.K, p = pq / l.K;
-  return 4 * ((c * l.H + p) * l.W + (pq - p * l.K));
+  return r < l.C * l.K * l.K ? 4 * sum_term_offset(r, l.K, l.H, l.W) : 0;
 }
 
 /// One lane's term offsets, terms t and t + 4 of each of KS steps of 8: in registers, or, where
