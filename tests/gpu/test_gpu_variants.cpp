@@ -193,7 +193,7 @@ const ConvShape kSmallShapes[] = {
     {1, 3, 1, 22, 19, 6},     // C=1, K=6, rows of 14
     {1, 2, 1, 15, 15, 7},     // C=1, K=7, rows of 9: single stores
     // best's GEMM path: each tile shape, filters loaded as float4s and one value at a time
-    {2, 24, 5, 20, 19, 3},    // M <= 32, C*K*K not a multiple of 4
+    {2, 24, 41, 9, 9, 3},     // M <= 32, C*K*K not a multiple of 4, filters too long to stage
     {2, 33, 7, 17, 9, 5},     // M <= 64, C*K*K not a multiple of 4
     {2, 100, 6, 15, 14, 4},   // even K, a grid too small for 128x128 tiles
     {3, 200, 24, 11, 13, 3},  // M over two tiles, C*K*K a multiple of 4
@@ -204,6 +204,10 @@ const ConvShape kSmallShapes[] = {
     {2, 20, 1, 19, 23, 4}, {2, 31, 2, 15, 14, 3}, {2, 37, 1, 12, 13, 5}, {2, 45, 3, 11, 10, 3},
     // sums that fill their last step of 8 terms, or at most half of it (a k = 4 product)
     {2, 53, 2, 13, 11, 4}, {3, 6, 1, 20, 17, 8}, {2, 7, 15, 9, 10, 2},
+    // best's staged-image path: 1 to 4 fragments of 8 maps, chunks of several images and a
+    // short last chunk, a last step of 4 terms or fewer, K = 1, a 36 KB image
+    {7, 20, 12, 13, 13, 4}, {3, 32, 3, 9, 7, 3}, {2, 16, 4, 40, 40, 7}, {5, 12, 12, 8, 8, 1},
+    {2, 9, 7, 5, 6, 2}, {2, 6, 4, 40, 56, 3}, {3, 24, 5, 20, 19, 3},
 };
 
 }  // namespace

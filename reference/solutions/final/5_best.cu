@@ -21,10 +21,15 @@
 //    lane then stores whole pairs next to its neighbours' (1.7x on odd-shapes' conv1).
 //  - The patch stays in registers up to K = 7 (10x10 values, 168 registers plain): LeNet's
 //    conv1 (K = 7) took 1.53 ms in the stream kernel below and takes 0.64 ms so.
-//  - C > 1 with more than 16 maps and sums of 32 terms or more (VGG-16's layers, say), or 9
-//    to 16 maps and sums above 512 terms: an implicit GEMM on the tensor cores with fp32
-//    accuracy (3xTF32, see run_gemm). The stream kernel below ran VGG-16 in 1,054 ms against
-//    cuDNN's 5.4; this path runs it in 9.8.
+//  - C > 1 with 5 to 32 maps, one image in 48 KB and a short enough sum (LeNet's conv2,
+//    odd-shapes' and two-conv's conv2): the product on the tensor cores with fp32 accuracy
+//    (3xTF32, see run_gemm), its inputs read from whole images staged in shared memory (see
+//    run_image). LeNet's conv2 2.49 to 1.36 ms, odd-shapes' 0.40 to 0.20, two-conv's 0.137 to
+//    0.067 (H100).
+//  - Other C > 1 shapes with more than 16 maps and sums of 32 terms or more (VGG-16's layers,
+//    say), or 9 to 16 maps and sums above 512 terms: an implicit GEMM on the tensor cores,
+//    3xTF32 as well, gathering its inputs from global memory (run_gemm). The stream kernel
+//    below ran VGG-16 in 1,054 ms against cuDNN's 5.4; this path runs it in 9.8.
 //  - Other C > 1 shapes: channels stream. For 4 maps at a time, each input row of a 2x4 tile
 //    is loaded once per channel and feeds all 4; filters come from constant memory (step 4),
 //    in chunks of maps that fit, one launch per chunk, or for K = 6, 7 from shared memory.
@@ -440,6 +445,15 @@ __device__ __forceinline__ void mma_tf32(float (&acc)[4], const std::uint32_t (&
       : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
+// The same on a 16x8x4 fragment: A's rows g and g + 8 of column t, B's row t of column g.
+__device__ __forceinline__ void mma_tf32_k4(float (&acc)[4], const std::uint32_t (&a)[2],
+                                            std::uint32_t b) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k4.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
+      "{%0,%1,%2,%3};"
+      : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
+      : "r"(a[0]), "r"(a[1]), "r"(b));
+}
 
 // One pipeline stage in shared memory: A[BM][BK] with rows padded to BK + 4 floats and
 // X[BK][BN] with rows padded to BN + 8, so that a warp's fragment loads hit 32 banks
@@ -646,6 +660,271 @@ bool run_gemm(float* y, const float* x, const float* k, const ConvShape& s, cuda
   return launch_gemm_config<64, 64, 2, 2, 32, 3, 4>(y, x, k, g, stream);
 }
 
+// C > 1 with at most 32 maps and sums of up to a few hundred terms (LeNet's conv2, odd-shapes'
+// conv2): the same 3xTF32 product, but X comes from whole images staged in shared memory
+// instead of a per-term gather from global memory (each input value feeds K*K terms: the
+// gather loads it K*K times, the staged image once). A block stages a chunk of consecutive
+// images (one contiguous copy, cp.async, the next chunk's while this one is multiplied); a
+// warp task is 32 consecutive outputs of the chunk, two 16-row A fragments whose rows are
+// outputs and columns the sum's terms, read straight from the image at the output's offset
+// plus the term's. B holds 8 maps per fragment; the filters are split into big and small once
+// per block and kept in shared memory in fragment order, so that a lane's four values for a
+// step and a map fragment are one 16-byte load. The outputs' offsets (in the chunk and in y)
+// are a table built once per block: they are the same for every chunk.
+constexpr int kImageWarps = 8, kImageThreads = 32 * kImageWarps;
+constexpr int kImageMaxMapFrags = 4;          // 32 maps
+constexpr int kImageChunkFloats = 12 * 1024;  // images per chunk: 48 KB at most
+constexpr int kImageFilterBytes = 64 * 1024;  // the split filters at most
+constexpr int kImageSharedMax = 110 * 1024;   // two blocks per SM
+// 16-output A fragments per warp task (4 measured 0-5% slower with up to 16 maps).
+constexpr int kImageFrags = 2;
+
+struct ImageGeometry {
+  int M, R, steps;        // maps, the sum's length C*K*K, steps of 8 terms
+  int steps8;             // steps of 8 terms; the last one has 4 or fewer when steps8 < steps
+  int K, H, W, W_out, P;  // P: output pixels per image
+  int image;              // C*H*W, one image of x
+  int B, group;           // images, and images per chunk
+  int chunks;             // ceil(B / group)
+  int chunk_floats;       // group * image, rounded up to whole float4s
+  int outputs;            // group * P: outputs of a full chunk
+
+  // Shared memory: split filters [steps][NT][32] (uint4), term offsets [steps][4] (int2), the
+  // outputs' offsets in the chunk and in y (int each), then two chunk buffers.
+  __host__ __device__ int filter_bytes(int NT) const { return steps * NT * 32 * 16; }
+  __host__ __device__ int table_bytes() const {
+    return steps * 4 * 8 + (outputs * 2 * 4 + 15) / 16 * 16;
+  }
+  int bytes(int NT) const {
+    return filter_bytes(NT) + table_bytes() + 2 * chunk_floats * static_cast<int>(sizeof(float));
+  }
+};
+
+// Copies n floats from global to shared memory, 16 bytes at a time where both allow it (one
+// cp.async group).
+__device__ __forceinline__ void copy_chunk(float* dst, const float* src, int n) {
+  const int tid = static_cast<int>(threadIdx.x);
+  if (n % 4 == 0 && reinterpret_cast<std::uintptr_t>(src) % 16 == 0) {
+    for (int i = 4 * tid; i < n; i += 4 * kImageThreads) cp_async16(dst + i, src + i, true);
+  } else {
+    for (int i = tid; i < n; i += kImageThreads) cp_async4(dst + i, src + i, true);
+  }
+  cp_async_commit();
+}
+
+// The float at byte `address` of shared memory: a 32-bit address, so one add per load.
+__device__ __forceinline__ float load_shared(unsigned address) {
+  float v;
+  asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(address));
+  return v;
+}
+
+template <int NT>
+__global__ void __launch_bounds__(kImageThreads, 2)
+    conv_best_image_kernel(float* __restrict__ y, const float* __restrict__ x,
+                           const float* __restrict__ k, const ImageGeometry g) {
+  extern __shared__ float4 smem4[];
+  auto* filters = reinterpret_cast<uint4*>(smem4);
+  auto* terms = reinterpret_cast<int2*>(filters + g.steps * NT * 32);
+  int* in_chunk = reinterpret_cast<int*>(terms + g.steps * 4);  // bytes from the chunk's start
+  int* in_y = in_chunk + g.outputs;                             // floats from the chunk's y
+  float* buffers = reinterpret_cast<float*>(smem4) + g.table_bytes() / 4 + g.filter_bytes(NT) / 4;
+
+  const int tid = static_cast<int>(threadIdx.x);
+  int chunk = static_cast<int>(blockIdx.x);
+  if (chunk < g.chunks) {
+    copy_chunk(buffers, x + std::int64_t{chunk} * g.group * g.image,
+               std::min(g.group, g.B - chunk * g.group) * g.image);
+  }
+  // While the first chunk is on its way: the split filters, the terms and the outputs.
+  for (int i = tid; i < g.steps * NT * 32; i += kImageThreads) {
+    const int lane = i % 32, n = i / 32 % NT, s = i / (32 * NT);
+    const int m = n * 8 + lane / 4, r = s * 8 + lane % 4;
+    const bool map = m < g.M;
+    const float* row = k + std::int64_t{m} * g.R;
+    uint4 f;
+    split_tf32(map && r < g.R ? __ldg(row + r) : 0.0f, f.x, f.z);
+    split_tf32(map && r + 4 < g.R ? __ldg(row + r + 4) : 0.0f, f.y, f.w);
+    filters[i] = f;
+  }
+  const int kk = g.K * g.K;
+  const auto term = [&](int r) {  // past the sum: the output's own pixel, times a zero filter
+    if (r >= g.R) return 0;
+    const int c = r / kk, pq = r - c * kk, p = pq / g.K;
+    return 4 * ((c * g.H + p) * g.W + pq - p * g.K);
+  };
+  for (int i = tid; i < g.steps * 4; i += kImageThreads) {
+    const int r = i / 4 * 8 + i % 4;
+    terms[i] = {term(r), term(r + 4)};
+  }
+  for (int q = tid; q < g.outputs; q += kImageThreads) {
+    const int b = q / g.P, p = q - b * g.P, h = p / g.W_out;
+    in_chunk[q] = 4 * (b * g.image + h * g.W + p - h * g.W_out);
+    in_y[q] = b * g.M * g.P + p;
+  }
+
+  const int warp = tid / 32, lane = tid % 32, gq = lane / 4, tq = lane % 4;
+  for (int buffer = 0; chunk < g.chunks; chunk += gridDim.x, buffer ^= 1) {
+    const int next = chunk + static_cast<int>(gridDim.x);
+    if (next < g.chunks) {
+      copy_chunk(buffers + (buffer ^ 1) * g.chunk_floats,
+                 x + std::int64_t{next} * g.group * g.image,
+                 std::min(g.group, g.B - next * g.group) * g.image);
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();  // this chunk (and, the first time, the tables) are in
+    const auto img = static_cast<unsigned>(
+        __cvta_generic_to_shared(buffers + buffer * g.chunk_floats));
+    const int outputs = std::min(g.group, g.B - chunk * g.group) * g.P;
+    float* const y_chunk = y + std::int64_t{chunk} * g.group * g.M * g.P;
+
+    for (int task = warp; task * 16 * kImageFrags < outputs; task += kImageWarps) {
+      // This lane's A rows: outputs q and q + 8 of each fragment (past the chunk: its last).
+      const int first = task * 16 * kImageFrags;  // the task's first output
+      unsigned rows[kImageFrags][2];
+#pragma unroll
+      for (int f = 0; f < kImageFrags; ++f) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          rows[f][h] = img + in_chunk[std::min(first + 16 * f + 8 * h + gq, outputs - 1)];
+        }
+      }
+      float acc[kImageFrags][NT][4] = {};
+      const uint4* f_step = filters + lane;
+#pragma unroll 2
+      for (int s = 0; s < g.steps8; ++s, f_step += NT * 32) {
+        const int2 o = terms[4 * s + tq];
+        uint4 b[NT];
+#pragma unroll
+        for (int n = 0; n < NT; ++n) b[n] = f_step[n * 32];
+#pragma unroll
+        for (int f = 0; f < kImageFrags; ++f) {
+          std::uint32_t ab[4], as[4];
+          split_tf32(load_shared(rows[f][0] + o.x), ab[0], as[0]);
+          split_tf32(load_shared(rows[f][1] + o.x), ab[1], as[1]);
+          split_tf32(load_shared(rows[f][0] + o.y), ab[2], as[2]);
+          split_tf32(load_shared(rows[f][1] + o.y), ab[3], as[3]);
+#pragma unroll
+          for (int n = 0; n < NT; ++n) {
+            const std::uint32_t bb[2] = {b[n].x, b[n].y}, bs[2] = {b[n].z, b[n].w};
+            mma_tf32(acc[f][n], as, bb);
+            mma_tf32(acc[f][n], ab, bs);
+            mma_tf32(acc[f][n], ab, bb);
+          }
+        }
+      }
+      if (g.steps8 < g.steps) {  // a last step of 4 terms or fewer: half the products
+        const int o = terms[4 * g.steps8 + tq].x;
+#pragma unroll
+        for (int f = 0; f < kImageFrags; ++f) {
+          std::uint32_t ab[2], as[2];
+          split_tf32(load_shared(rows[f][0] + o), ab[0], as[0]);
+          split_tf32(load_shared(rows[f][1] + o), ab[1], as[1]);
+#pragma unroll
+          for (int n = 0; n < NT; ++n) {
+            const uint4 b = f_step[n * 32];
+            mma_tf32_k4(acc[f][n], as, b.x);
+            mma_tf32_k4(acc[f][n], ab, b.z);
+            mma_tf32_k4(acc[f][n], ab, b.x);
+          }
+        }
+      }
+      // acc[f][n]: outputs q (elements 0, 1) and q + 8 (2, 3) of maps 8n + 2tq (+1).
+#pragma unroll
+      for (int f = 0; f < kImageFrags; ++f) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int q = first + 16 * f + 8 * h + gq;
+          if (q >= outputs) continue;
+          float* out = y_chunk + in_y[q];
+#pragma unroll
+          for (int n = 0; n < NT; ++n) {
+            const int m = 8 * n + 2 * tq;
+            if (m < g.M) out[std::int64_t{m} * g.P] = acc[f][n][2 * h];
+            if (m + 1 < g.M) out[std::int64_t{m + 1} * g.P] = acc[f][n][2 * h + 1];
+          }
+        }
+      }
+    }
+    __syncthreads();  // this buffer is no longer read: the copy after next may go into it
+  }
+}
+
+// The image kernel with NT fragments of 8 maps, one block per chunk up to two per SM.
+template <int NT>
+void launch_image(float* y, const float* x, const float* k, const ImageGeometry& g,
+                  cudaStream_t stream) {
+  const auto kernel = conv_best_image_kernel<NT>;
+  allow_dynamic_shared_memory(kernel, g.bytes(NT), "conv_best");
+  int device = 0, sms = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int blocks = std::min(g.chunks, 2 * sms);
+  kernel<<<blocks, kImageThreads, static_cast<std::size_t>(g.bytes(NT)), stream>>>(y, x, k, g);
+  CUDA_CHECK_LAUNCH();
+}
+
+// The image path for a plain conv; false (nothing launched) where it does not fit (C = 1, more
+// than 32 maps, or an image, a sum or a table too large for its shared memory) or where the
+// stream kernel measured faster on an H100: up to 4 maps (half of B's columns or more are
+// padding: M = 4, C = 4, K = 5 on 32x32, 0.30 against 0.38 ms; M = 2, 0.26 against 0.43) and
+// up to 8 maps with sums under 32 terms (M = 8, C = 2, K = 3 on 28x28: 0.139 against 0.156).
+bool run_image(float* y, const float* x, const float* k, const ConvShape& s, cudaStream_t stream) {
+  ImageGeometry g{};
+  g.M = s.M;
+  g.R = s.C * s.K * s.K;
+  g.steps = ceil_div(g.R, 8);
+  g.steps8 = g.R % 8 != 0 && g.R % 8 <= 4 ? g.steps - 1 : g.steps;
+  g.K = s.K;
+  g.H = s.H;
+  g.W = s.W;
+  g.W_out = s.W_out();
+  g.P = s.H_out() * s.W_out();
+  g.image = s.C * s.H * s.W;
+  g.B = s.B;
+  const int NT = ceil_div(s.M, 8);
+  if (s.M <= 4 || (s.M <= 8 && g.R < 32)) return false;
+  if (s.C == 1 || NT > kImageMaxMapFrags || g.image > kImageChunkFloats || g.P == 0 ||
+      g.filter_bytes(NT) > kImageFilterBytes) {
+    return false;
+  }
+  // Images per chunk: of those that fit, the fewest that keep the warps' last round of tasks
+  // the fullest.
+  constexpr int task = 16 * kImageFrags;
+  double best_use = 0.0;
+  for (int group = 1; group <= std::min(s.B, kImageChunkFloats / g.image); ++group) {
+    ImageGeometry t = g;
+    t.chunk_floats = ceil_div(group * g.image, 4) * 4;
+    t.outputs = group * g.P;
+    if (t.bytes(NT) > kImageSharedMax) break;
+    const int tasks = ceil_div(t.outputs, task);
+    const double use =
+        static_cast<double>(t.outputs) / (ceil_div(tasks, kImageWarps) * kImageWarps * task);
+    if (use > best_use + 1e-3) best_use = use, g.group = group;
+  }
+  if (g.group == 0) return false;
+  g.chunks = ceil_div(s.B, g.group);
+  g.chunk_floats = ceil_div(g.group * g.image, 4) * 4;
+  g.outputs = g.group * g.P;
+  switch (NT) {
+    case 1:
+      launch_image<1>(y, x, k, g, stream);
+      break;
+    case 2:
+      launch_image<2>(y, x, k, g, stream);
+      break;
+    case 3:
+      launch_image<3>(y, x, k, g, stream);
+      break;
+    default:
+      launch_image<4>(y, x, k, g, stream);
+      break;
+  }
+  return true;
+}
+
 // Every other shape: one thread per output, grid-stride over all of y.
 __global__ void conv_best_fallback_kernel(float* __restrict__ y, const float* __restrict__ x,
                                           const float* __restrict__ k, int M, int C, int H, int W,
@@ -845,7 +1124,10 @@ bool run_tiled(float* y, const float* x, const float* k, const ConvShape& s, cud
 void conv_best(float* y, const float* x, const float* k, const ConvShape& shape,
                cudaStream_t stream) {
   shape.validate();
-  if (run_gemm(y, x, k, shape, stream) || run_tiled<false>(y, x, k, shape, stream)) return;
+  if (run_image(y, x, k, shape, stream) || run_gemm(y, x, k, shape, stream) ||
+      run_tiled<false>(y, x, k, shape, stream)) {
+    return;
+  }
   const std::int64_t total = shape.y_elements();
   conv_best_fallback_kernel<<<grid_stride_blocks(total, 256, kFallbackMaxBlocks), 256, 0, stream>>>(
       y, x, k, shape.M, shape.C, shape.H, shape.W, shape.K, total);
