@@ -30,7 +30,9 @@
 // it writes through shared memory. In the image kernel, a sum whose last step has at most 4
 // terms ends with an m16n8k4 product (the project's 25: three steps of 8, one of 4). On the
 // project's layer (H100, bench): 1.31 ms on the WMMA kernel, 0.44 ms so (store floor 0.37),
-// 0.14 ms fused.
+// 0.14 ms fused. Longer sums with at most 32 maps (LeNet's and odd-shapes' conv2) take the
+// staged kernel: the same fragments, with the filters staged in shared memory and several
+// small images per block (LeNet's conv2: 5.43 ms on the WMMA kernel, 0.83 so).
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 #include <mma.h>
@@ -745,11 +747,231 @@ bool launch_image_conv(float* y, const float* x, const float* k, const ConvShape
   }
 }
 
+
+// ---- Longer sums with few maps: staged images, staged filters, mma.sync -------------------
+
+// Layers whose filters do not fit in registers (LeNet's conv2: 196 terms; odd-shapes' conv2:
+// 192) but whose maps fit in 4 fragments of 8: the image kernel's product with the filters in
+// shared memory instead, rounded to TF32 once per block in fragment order (a lane's two values
+// of a step and a map fragment are one 8-byte load). A block stages a chunk of consecutive
+// images at a time, so that small images still give every warp whole tasks of 32 outputs; the
+// outputs' offsets in the chunk and in y are a table built once per block. On an H100 (bench,
+// against the WMMA kernel): LeNet's conv2 5.43 to 0.83 ms, odd-shapes' 0.686 to 0.108,
+// two-conv's 0.302 to 0.066.
+constexpr int kStagedFrags = 2;                 // 16-output A fragments per warp task
+constexpr int kStagedTask = 16 * kStagedFrags;  // outputs per warp task
+constexpr int kStagedMaxMapFrags = 4;           // 32 maps
+constexpr int kStagedChunkFloats = 12 * 1024;   // images per chunk: 48 KB at most
+constexpr int kStagedFilterBytes = 32 * 1024;   // the rounded filters at most
+// Shared memory per block: three blocks per SM where a chunk of one image fits, else two.
+constexpr int kStagedShared[] = {74 * 1024, 112 * 1024};
+
+struct StagedLayer {
+  int M, Kd, steps;       // maps, the sum's length C*K*K, steps of 8 terms
+  int steps8;             // steps of 8 terms; the last one has 4 or fewer when steps8 < steps
+  int K, H, W, W_out, P;  // P: output pixels per image
+  int image;              // C*H*W, one image of x
+  int B, group, chunks;   // images, images per chunk, chunks
+  int chunk_floats;       // group * image, rounded up to whole float4s
+  int outputs;            // group * P: outputs of a full chunk
+
+  // Shared memory: filters [steps][NT][32] (uint2), term offsets [steps][4] (int2), the
+  // outputs' offsets in the chunk and in y, then two chunk buffers.
+  __host__ __device__ int filter_bytes(int NT) const { return steps * NT * 32 * 8; }
+  __host__ __device__ int table_bytes() const {
+    return steps * 4 * 8 + (outputs * 2 * 4 + 15) / 16 * 16;
+  }
+  int bytes(int NT) const {
+    return filter_bytes(NT) + table_bytes() + 2 * chunk_floats * static_cast<int>(sizeof(float));
+  }
+};
+
+template <int NT>
+__global__ void __launch_bounds__(kImageThreads)
+    staged_conv_kernel(float* __restrict__ y, const float* __restrict__ x,
+                       const float* __restrict__ k, const StagedLayer l) {
+  extern __shared__ float4 smem4[];
+  auto* filters = reinterpret_cast<uint2*>(smem4);
+  auto* terms = reinterpret_cast<int2*>(filters + l.steps * NT * 32);
+  int* in_chunk = reinterpret_cast<int*>(terms + l.steps * 4);  // bytes from the chunk's start
+  int* in_y = in_chunk + l.outputs;                             // floats from the chunk's y
+  float* buffers = reinterpret_cast<float*>(smem4) + (l.filter_bytes(NT) + l.table_bytes()) / 4;
+
+  const int tid = static_cast<int>(threadIdx.x);
+  const auto chunk_at = [&](int chunk) { return x + std::int64_t{chunk} * l.group * l.image; };
+  const auto chunk_size = [&](int chunk) {
+    return std::min(l.group, l.B - chunk * l.group) * l.image;
+  };
+  int chunk = static_cast<int>(blockIdx.x);
+  if (chunk < l.chunks) copy_image(buffers, chunk_at(chunk), chunk_size(chunk));
+  // While the first chunk is on its way: the filters, the terms and the outputs.
+  for (int i = tid; i < l.steps * NT * 32; i += kImageThreads) {
+    const int lane = i % 32, n = i / 32 % NT, s = i / (32 * NT);
+    const int m = n * 8 + lane / 4, r = s * 8 + lane % 4;
+    const float* row = k + std::int64_t{m} * l.Kd;
+    filters[i] = {to_tf32(m < l.M && r < l.Kd ? __ldg(row + r) : 0.0f),
+                  to_tf32(m < l.M && r + 4 < l.Kd ? __ldg(row + r + 4) : 0.0f)};
+  }
+  for (int i = tid; i < l.steps * 4; i += kImageThreads) {
+    const int r = i / 4 * 8 + i % 4;  // past the sum: the output's own pixel, a zero filter
+    terms[i] = {r < l.Kd ? 4 * sum_term_offset(r, l.K, l.H, l.W) : 0,
+                r + 4 < l.Kd ? 4 * sum_term_offset(r + 4, l.K, l.H, l.W) : 0};
+  }
+  for (int q = tid; q < l.outputs; q += kImageThreads) {
+    const int b = q / l.P, p = q - b * l.P, h = p / l.W_out;
+    in_chunk[q] = 4 * (b * l.image + h * l.W + p - h * l.W_out);
+    in_y[q] = b * l.M * l.P + p;
+  }
+
+  const int warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  for (int buffer = 0; chunk < l.chunks; chunk += gridDim.x, buffer ^= 1) {
+    const int next = chunk + static_cast<int>(gridDim.x);
+    if (next < l.chunks) {
+      copy_image(buffers + (buffer ^ 1) * l.chunk_floats, chunk_at(next), chunk_size(next));
+      asm volatile("cp.async.wait_group 1;" ::: "memory");
+    } else {
+      asm volatile("cp.async.wait_group 0;" ::: "memory");
+    }
+    float* img = buffers + buffer * l.chunk_floats;
+    round_image(img, chunk_at(chunk), chunk_size(chunk));  // this thread's own copies
+    __syncthreads();  // this chunk (and, the first time, the tables) are in
+    const char* bytes = reinterpret_cast<const char*>(img);
+    const int outputs = chunk_size(chunk) / l.image * l.P;
+    float* const y_chunk = y + std::int64_t{chunk} * l.group * l.M * l.P;
+
+    for (int first = warp * kStagedTask; first < outputs; first += kImageWarps * kStagedTask) {
+      // This lane's A rows: outputs q and q + 8 of each fragment (past the chunk: its last).
+      const char* rows[kStagedFrags][2];
+#pragma unroll
+      for (int f = 0; f < kStagedFrags; ++f) {
+        rows[f][0] = bytes + in_chunk[std::min(first + 16 * f + g, outputs - 1)];
+        rows[f][1] = bytes + in_chunk[std::min(first + 16 * f + 8 + g, outputs - 1)];
+      }
+      const auto at = [](const char* row, int o) {
+        return *reinterpret_cast<const std::uint32_t*>(row + o);
+      };
+      float acc[kStagedFrags][NT][4] = {};
+      const uint2* f_step = filters + lane;
+#pragma unroll 2
+      for (int s = 0; s < l.steps8; ++s, f_step += NT * 32) {
+        const int2 o = terms[4 * s + t];
+        uint2 b[NT];
+#pragma unroll
+        for (int n = 0; n < NT; ++n) b[n] = f_step[n * 32];
+#pragma unroll
+        for (int f = 0; f < kStagedFrags; ++f) {
+          const std::uint32_t a[4] = {at(rows[f][0], o.x), at(rows[f][1], o.x),
+                                      at(rows[f][0], o.y), at(rows[f][1], o.y)};
+#pragma unroll
+          for (int n = 0; n < NT; ++n) mma_tf32(acc[f][n], a, b[n].x, b[n].y);
+        }
+      }
+      if (l.steps8 < l.steps) {  // a last step of 4 terms or fewer: half the products
+        const int o = terms[4 * l.steps8 + t].x;
+#pragma unroll
+        for (int f = 0; f < kStagedFrags; ++f) {
+          const std::uint32_t a[2] = {at(rows[f][0], o), at(rows[f][1], o)};
+#pragma unroll
+          for (int n = 0; n < NT; ++n) mma_tf32_k4(acc[f][n], a, f_step[n * 32].x);
+        }
+      }
+      // acc[f][n]: outputs q (elements 0, 1) and q + 8 (2, 3) of maps 8n + 2t (+1).
+#pragma unroll
+      for (int f = 0; f < kStagedFrags; ++f) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int q = first + 16 * f + 8 * h + g;
+          if (q >= outputs) continue;
+          float* out = y_chunk + in_y[q];
+#pragma unroll
+          for (int n = 0; n < NT; ++n) {
+            const int m = 8 * n + 2 * t;
+            if (m < l.M) out[std::int64_t{m} * l.P] = acc[f][n][2 * h];
+            if (m + 1 < l.M) out[std::int64_t{m + 1} * l.P] = acc[f][n][2 * h + 1];
+          }
+        }
+      }
+    }
+    __syncthreads();  // this buffer is no longer read: the copy after next may go into it
+  }
+}
+
+/// Runs the staged kernel with NT fragments of 8 maps, as many blocks as the GPU holds at once.
+template <int NT>
+void launch_staged_maps(float* y, const float* x, const float* k, const StagedLayer& l,
+                        cudaStream_t stream) {
+  const auto kernel = staged_conv_kernel<NT>;
+  const int bytes = l.bytes(NT);
+  const auto blocks = static_cast<unsigned>(std::min<std::int64_t>(
+      l.chunks, resident_blocks(reinterpret_cast<const void*>(kernel), kImageThreads, bytes)));
+  kernel<<<blocks, kImageThreads, static_cast<std::size_t>(bytes), stream>>>(y, x, k, l);
+  CUDA_CHECK_LAUNCH();
+}
+
+/// Runs the staged kernel if the layer fits it (C > 1, up to 32 maps, an image of at most 48
+/// KB and the rest within kStagedShared); false otherwise.
+bool launch_staged_conv(float* y, const float* x, const float* k, const ConvShape& s,
+                        cudaStream_t stream) {
+  StagedLayer l{};
+  l.M = s.M;
+  l.Kd = s.C * s.K * s.K;
+  l.steps = ceil_div(l.Kd, 8);
+  l.steps8 = l.Kd % 8 != 0 && l.Kd % 8 <= 4 ? l.steps - 1 : l.steps;
+  l.K = s.K, l.H = s.H, l.W = s.W, l.W_out = s.W_out();
+  l.P = s.H_out() * s.W_out();
+  l.image = s.C * s.H * s.W;
+  l.B = s.B;
+  const int NT = ceil_div(s.M, 8);
+  if (s.C == 1 || NT > kStagedMaxMapFrags || l.image > kStagedChunkFloats ||
+      l.filter_bytes(NT) > kStagedFilterBytes) {
+    return false;
+  }
+  if (l.B == 0 || l.M == 0 || l.P == 0) return true;  // nothing to write
+  // Images per chunk: of those that fit, the fewest that keep the warps' last round of tasks
+  // the fullest.
+  for (const int shared : kStagedShared) {
+    double best_use = 0.0;
+    for (int group = 1; group <= std::min(s.B, kStagedChunkFloats / l.image); ++group) {
+      StagedLayer c = l;
+      c.chunk_floats = ceil_div(group * l.image, 4) * 4;
+      c.outputs = group * l.P;
+      if (c.bytes(NT) > shared) break;
+      const int tasks = ceil_div(c.outputs, kStagedTask);
+      const double use = static_cast<double>(c.outputs) /
+                         (ceil_div(tasks, kImageWarps) * kImageWarps * kStagedTask);
+      if (use > best_use + 1e-3) best_use = use, l.group = group;
+    }
+    if (l.group > 0) break;
+  }
+  if (l.group == 0) return false;
+  l.chunks = ceil_div(s.B, l.group);
+  l.chunk_floats = ceil_div(l.group * l.image, 4) * 4;
+  l.outputs = l.group * l.P;
+  switch (NT) {
+    case 1:
+      launch_staged_maps<1>(y, x, k, l, stream);
+      break;
+    case 2:
+      launch_staged_maps<2>(y, x, k, l, stream);
+      break;
+    case 3:
+      launch_staged_maps<3>(y, x, k, l, stream);
+      break;
+    default:
+      launch_staged_maps<4>(y, x, k, l, stream);
+      break;
+  }
+  return true;
+}
+
 }  // namespace
 
 void conv_tensor_cores(float* y, const float* x, const float* k, const ConvShape& shape,
                        cudaStream_t stream) {
-  if (launch_image_conv<false>(y, x, k, shape, stream)) return;
+  if (launch_image_conv<false>(y, x, k, shape, stream) ||
+      launch_staged_conv(y, x, k, shape, stream)) {
+    return;
+  }
   const GemmSize g = GemmSize::of(shape, shape.B);
   launch_wmma_conv<Tf32Inputs>(y, x, k, shape, ConvColumns{g.cols, g.M, g.P}, stream);
 }
