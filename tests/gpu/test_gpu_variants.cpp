@@ -208,8 +208,8 @@ const ConvShape kSmallShapes[] = {
     // short last chunk, a last step of 4 terms or fewer, K = 1, a 36 KB image
     {7, 20, 12, 13, 13, 4}, {3, 32, 3, 9, 7, 3}, {2, 16, 4, 40, 40, 7}, {5, 12, 12, 8, 8, 1},
     {2, 9, 7, 5, 6, 2}, {2, 6, 4, 40, 56, 3}, {3, 24, 5, 20, 19, 3},
-    // tensor_cores' staged kernel (sums too long for the filters to stay in registers): 4 and
-    // 1 fragments of 8 maps (with LeNet's conv2 and the 7-image shape above for 2 and 3)
+    // the tf32 and fp16 staged kernels (sums too long for the filters to stay in registers): 4
+    // and 1 fragments of 8 maps (with LeNet's conv2 and the 7-image shape above for 2 and 3)
     {2, 32, 8, 10, 11, 3}, {3, 5, 6, 11, 12, 4},
 };
 
