@@ -24,7 +24,7 @@
 //  - C > 1 with 5 to 32 maps, one image in 48 KB and a short enough sum (LeNet's conv2,
 //    odd-shapes' and two-conv's conv2): the product on the tensor cores with fp32 accuracy
 //    (3xTF32, see run_gemm), its inputs read from whole images staged in shared memory (see
-//    run_image). LeNet's conv2 2.49 to 1.36 ms, odd-shapes' 0.40 to 0.20, two-conv's 0.137 to
+//    run_image). LeNet's conv2 2.49 to 1.32 ms, odd-shapes' 0.40 to 0.19, two-conv's 0.137 to
 //    0.067 (H100).
 //  - Other C > 1 shapes with more than 16 maps and sums of 32 terms or more (VGG-16's layers,
 //    say), or 9 to 16 maps and sums above 512 terms: an implicit GEMM on the tensor cores,
@@ -428,6 +428,14 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N));
 }
 
+// Offset in x[b] of term r of a C*K*K sum (channel c, filter row p, column q) from its output's
+// first pixel, HW the size of one input plane: the GEMM's table and the image kernel's alike.
+__device__ __forceinline__ int sum_term_offset(int r, int K, int W, int HW) {
+  const int kk = K * K;
+  const int c = r / kk, pq = r - c * kk, p = pq / K;
+  return c * HW + p * W + (pq - p * K);
+}
+
 // v = big + small: big is v rounded to TF32 (10-bit mantissa; adding half of the dropped
 // bits' range rounds half away from zero), small = v - big exactly (|small| <= 2^-12 |v|), of
 // which the tensor core reads the top 10 mantissa bits.
@@ -492,10 +500,8 @@ __global__ void __launch_bounds__(WM * WN * 32, kMinBlocks)
   const std::int64_t n0 = std::int64_t{blockIdx.x / g.m_tiles} * BN;
   const int r_tiles = ceil_div(g.R, kGemmBK);
 
-  const int kk = g.K * g.K;
   for (int r = tid; r < r_tiles * kGemmBK; r += NT) {
-    const int c = r / kk, pq = r - c * kk, p = pq / g.K;
-    offsets[r] = r < g.R ? c * g.HW + p * g.W + (pq - p * g.K) : -1;
+    offsets[r] = r < g.R ? sum_term_offset(r, g.K, g.W, g.HW) : -1;
   }
 
   // This thread's column of X: base(n), or none past the batch's last pixel.
@@ -736,11 +742,12 @@ __global__ void __launch_bounds__(kImageThreads, 2)
   float* buffers = reinterpret_cast<float*>(smem4) + g.table_bytes() / 4 + g.filter_bytes(NT) / 4;
 
   const int tid = static_cast<int>(threadIdx.x);
+  const auto chunk_at = [&](int chunk) { return x + std::int64_t{chunk} * g.group * g.image; };
+  const auto chunk_size = [&](int chunk) {
+    return std::min(g.group, g.B - chunk * g.group) * g.image;
+  };
   int chunk = static_cast<int>(blockIdx.x);
-  if (chunk < g.chunks) {
-    copy_chunk(buffers, x + std::int64_t{chunk} * g.group * g.image,
-               std::min(g.group, g.B - chunk * g.group) * g.image);
-  }
+  if (chunk < g.chunks) copy_chunk(buffers, chunk_at(chunk), chunk_size(chunk));
   // While the first chunk is on its way: the split filters, the terms and the outputs.
   for (int i = tid; i < g.steps * NT * 32; i += kImageThreads) {
     const int lane = i % 32, n = i / 32 % NT, s = i / (32 * NT);
@@ -752,11 +759,8 @@ __global__ void __launch_bounds__(kImageThreads, 2)
     split_tf32(map && r + 4 < g.R ? __ldg(row + r + 4) : 0.0f, f.y, f.w);
     filters[i] = f;
   }
-  const int kk = g.K * g.K;
   const auto term = [&](int r) {  // past the sum: the output's own pixel, times a zero filter
-    if (r >= g.R) return 0;
-    const int c = r / kk, pq = r - c * kk, p = pq / g.K;
-    return 4 * ((c * g.H + p) * g.W + pq - p * g.K);
+    return r < g.R ? 4 * sum_term_offset(r, g.K, g.W, g.H * g.W) : 0;
   };
   for (int i = tid; i < g.steps * 4; i += kImageThreads) {
     const int r = i / 4 * 8 + i % 4;
@@ -772,9 +776,7 @@ __global__ void __launch_bounds__(kImageThreads, 2)
   for (int buffer = 0; chunk < g.chunks; chunk += gridDim.x, buffer ^= 1) {
     const int next = chunk + static_cast<int>(gridDim.x);
     if (next < g.chunks) {
-      copy_chunk(buffers + (buffer ^ 1) * g.chunk_floats,
-                 x + std::int64_t{next} * g.group * g.image,
-                 std::min(g.group, g.B - next * g.group) * g.image);
+      copy_chunk(buffers + (buffer ^ 1) * g.chunk_floats, chunk_at(next), chunk_size(next));
       cp_async_wait<1>();
     } else {
       cp_async_wait<0>();
@@ -782,7 +784,7 @@ __global__ void __launch_bounds__(kImageThreads, 2)
     __syncthreads();  // this chunk (and, the first time, the tables) are in
     const auto img = static_cast<unsigned>(
         __cvta_generic_to_shared(buffers + buffer * g.chunk_floats));
-    const int outputs = std::min(g.group, g.B - chunk * g.group) * g.P;
+    const int outputs = chunk_size(chunk) / g.image * g.P;
     float* const y_chunk = y + std::int64_t{chunk} * g.group * g.M * g.P;
 
     for (int task = warp; task * 16 * kImageFrags < outputs; task += kImageWarps) {

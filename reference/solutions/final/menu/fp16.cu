@@ -24,6 +24,7 @@
 #include "reference/conv/student_api.hpp"
 #include "reference/core/ceil_div.hpp"
 #include "reference/core/cuda_check.hpp"
+#include "reference/core/cuda_launch.cuh"
 
 namespace convlab::solution {
 namespace {
@@ -244,8 +245,12 @@ constexpr int kStagedTask = 16 * kStagedFrags;  // outputs per warp task
 constexpr int kStagedMaxMapFrags = 4;           // 32 maps
 constexpr int kStagedChunkFloats = 12 * 1024;   // images per chunk: 48 KB at most
 constexpr int kStagedFilterBytes = 32 * 1024;   // the rounded filters at most
-// Shared memory per block: three blocks per SM where a chunk of one image fits, else two.
-constexpr int kStagedShared[] = {74 * 1024, 112 * 1024};
+// Shared memory per block, and the blocks per SM it leaves room for: three where a chunk of one
+// image fits, else two (the registers allow more).
+struct SharedBudget {
+  int bytes, blocks_per_sm;
+};
+constexpr SharedBudget kStagedShared[] = {{74 * 1024, 3}, {112 * 1024, 2}};
 
 struct StagedLayer {
   int M, Kd, steps;       // maps, the sum's length C*K*K, steps of 16 terms
@@ -254,6 +259,7 @@ struct StagedLayer {
   int B, group, chunks;   // images, images per chunk, chunks
   int chunk_floats;       // group * image, rounded up to whole float4s
   int outputs;            // group * P: outputs of a full chunk
+  int blocks_per_sm;      // of the shared-memory budget the chunk fits
 
   // Shared memory: filters [steps][NT][32] (uint2), term offsets [steps][4] (int4), the
   // outputs' offsets in the chunk and in y, then two chunk buffers.
@@ -405,20 +411,18 @@ __global__ void __launch_bounds__(kStagedThreads)
   }
 }
 
-/// Runs the staged kernel with NT fragments of 8 maps, as many blocks as the GPU holds at once.
+/// Runs the staged kernel with NT fragments of 8 maps, as many blocks as the GPU holds at once
+/// (no occupancy query: it takes microseconds, inside the timed call).
 template <int NT>
 void launch_staged_maps(float* y, const float* x, const float* k, const ConvShape& s,
                         const StagedLayer& l, cudaStream_t stream) {
   const auto kernel = staged_conv_kernel<NT>;
   const int bytes = l.bytes(NT);
-  int device = 0, sms = 0, per_sm = 0;
+  allow_dynamic_shared_memory(kernel, bytes, "conv_fp16");
+  int device = 0, sms = 0;
   CUDA_CHECK(cudaGetDevice(&device));
-  if (bytes > 48 * 1024) {
-    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-  }
   CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kStagedThreads, bytes));
-  const int blocks = std::min(l.chunks, sms * std::max(per_sm, 1));
+  const int blocks = std::min(l.chunks, sms * l.blocks_per_sm);
   kernel<<<blocks, kStagedThreads, static_cast<std::size_t>(bytes), stream>>>(
       y, x, k, l, ImplicitX::of(x, s));
   CUDA_CHECK_LAUNCH();
@@ -445,13 +449,14 @@ bool launch_staged_conv(float* y, const float* x, const float* k, const ConvShap
   if (l.B == 0 || l.M == 0 || l.P == 0) return true;  // nothing to write
   // Images per chunk: of those that fit, the fewest that keep the warps' last round of tasks
   // the fullest.
-  for (const int shared : kStagedShared) {
+  for (const SharedBudget& budget : kStagedShared) {
     double best_use = 0.0;
+    l.blocks_per_sm = budget.blocks_per_sm;
     for (int group = 1; group <= std::min(s.B, kStagedChunkFloats / l.image); ++group) {
       StagedLayer c = l;
       c.chunk_floats = ceil_div(group * l.image, 4) * 4;
       c.outputs = group * l.P;
-      if (c.bytes(NT) > shared) break;
+      if (c.bytes(NT) > budget.bytes) break;
       const int tasks = ceil_div(c.outputs, kStagedTask);
       const double use = static_cast<double>(c.outputs) /
                          (ceil_div(tasks, kStagedWarps) * kStagedWarps * kStagedTask);

@@ -747,7 +747,6 @@ bool launch_image_conv(float* y, const float* x, const float* k, const ConvShape
   }
 }
 
-
 // ---- Longer sums with few maps: staged images, staged filters, mma.sync -------------------
 
 // Layers whose filters do not fit in registers (LeNet's conv2: 196 terms; odd-shapes' conv2:
