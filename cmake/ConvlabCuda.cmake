@@ -4,10 +4,15 @@ if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
   execute_process(COMMAND nvidia-smi --query-gpu=compute_cap --format=csv,noheader
                   OUTPUT_VARIABLE _convlab_cc RESULT_VARIABLE _convlab_smi ERROR_QUIET
                   OUTPUT_STRIP_TRAILING_WHITESPACE)
+  # Hopper as 90a: its architecture-specific instructions (wgmma), which staff `best` uses on
+  # sm_90 devices; a 90a binary runs on compute capability 9.0 only, as sm_90 code would.
   if(_convlab_smi EQUAL 0 AND _convlab_cc MATCHES "^([0-9]+)\\.([0-9]+)")
     set(CMAKE_CUDA_ARCHITECTURES "${CMAKE_MATCH_1}${CMAKE_MATCH_2}")
+    if(CMAKE_CUDA_ARCHITECTURES STREQUAL "90")
+      set(CMAKE_CUDA_ARCHITECTURES "90a")
+    endif()
   else()
-    set(CMAKE_CUDA_ARCHITECTURES "80;90")
+    set(CMAKE_CUDA_ARCHITECTURES "80;90a")
   endif()
 endif()
 # The usual toolkit location, unless CUDACXX or -DCMAKE_CUDA_COMPILER names another compiler.

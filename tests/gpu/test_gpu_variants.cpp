@@ -233,6 +233,10 @@ TEST_CASE("fused launchers match the CPU conv, tanh and max-pool on awkward shap
       {5, 9, 1, 27, 29, 6}, {3, 11, 2, 14, 33, 4}, {2, 4, 1, 30, 30, 7},  // C=1, K=7
       {2, 20, 1, 19, 23, 4}, {2, 31, 2, 15, 14, 3}, {2, 37, 1, 12, 13, 5}, {2, 45, 3, 11, 10, 3},
       {2, 53, 2, 13, 11, 4}, {3, 6, 1, 20, 17, 8}, {2, 7, 15, 9, 10, 2},  // full or half last step
+      // C = 1, 41 to 64 maps a block, K = 5 to 7 (the warp-group products on sm_90a): odd
+      // conv outputs, images of an odd size, a short last tile of windows, 2 to 4 map slices.
+      {3, 64, 1, 29, 27, 6}, {2, 130, 1, 21, 19, 7}, {3, 45, 1, 14, 30, 5}, {2, 200, 1, 20, 20, 5},
+      {5, 41, 1, 17, 25, 5},
   };
   // The staff solutions have a fused launcher; a team's is optional.
   const bool staff = convlab::solutions_available();

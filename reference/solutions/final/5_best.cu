@@ -43,22 +43,27 @@
 // thread's conv outputs are max-pooled 2x2, passed through tanh and stored; the conv output
 // never goes to memory. tanh is increasing, so the max first and one tanh after gives the same
 // values with a quarter of the tanh evaluations (tanh from the hardware exp2 and reciprocal,
-// absolute error below 1e-6). Other pool geometries run a plain one-thread-per-pooled-output
-// kernel.
+// absolute error below 1e-6). On Hopper (an sm_90a build), C = 1 layers with 41 maps or more
+// and K = 5 to 7 (the project's layer) run on the tensor cores instead, 3xTF32 with the warp
+// group's wgmma products (run_pool_wgmma). Other pool geometries run a plain
+// one-thread-per-pooled-output kernel.
 //
 // Why: writing y is the floor of any unfused kernel on the project's layer (10000 x 50 x 24 x
 // 24 floats, 1.15 GB: 0.365 ms for a kernel that only stores, on an H100). Fused, the output
-// is a quarter of that and the 7.2 G FMAs (0.23 ms at the measured FFMA peak) are the floor.
+// is a quarter of that and the 7.2 G FMAs (0.23 ms at the measured FFMA peak) are the floor
+// on the FMA units, which the tensor cores lift.
 // Measured effect on an H100 (ece408-high, 10000 images, fastest of 20): kernel alone (CUDA
 // events) plain 0.398 ms (previous version 0.684; 1.09x the store-only floor), fused 0.301 ms
-// (48 TFLOP/s of 64 for pure FFMA). Op Time in the network: plain 0.405 ms against cuDNN's
-// 1.568, fused 0.309 ms against cuDNN's conv + tanh + max-pool 3.139 (milestones/final/
-// README.md, section 5).
+// on the FMA units (48 TFLOP/s of 64 for pure FFMA), 0.226 ms with wgmma. Op Time in the
+// network: plain 0.411 ms against cuDNN's 1.582, fused 0.232 ms against cuDNN's conv + tanh +
+// max-pool 3.075 (milestones/final/README.md, section 5).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 #include "reference/conv/student_api.hpp"
 #include "reference/core/cuda_check.hpp"
@@ -103,14 +108,17 @@ struct Geometry {
   bool vector_loads;    // likewise x's rows
 };
 
-// tanh(v) = 1 - 2 / (2^(2v log2 e) + 1) with the hardware exp2 and reciprocal: five
+// tanh(u) = 1 - 2 / (2^(2u log2 e) + 1) with the hardware exp2 and reciprocal: five
 // instructions, absolute error below 1e-6 (2^x overflowing to inf gives 1, 0 gives -1).
-__device__ __forceinline__ float tanh_fast(float v) {
+// tanh_exp2 takes v = u * kTanhExp2Scale, a scale a kernel can fold into its operands.
+constexpr float kTanhExp2Scale = 2.8853900817779268f;  // 2 log2(e)
+__device__ __forceinline__ float tanh_exp2(float v) {
   float e, r;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(v * 2.8853900817779268f));
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(v));
   asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(e + 1.0f));
   return fmaf(-2.0f, r, 1.0f);
 }
+__device__ __forceinline__ float tanh_fast(float u) { return tanh_exp2(u * kTanhExp2Scale); }
 
 // Stores n consecutive values of v at out (n a compile-time 1..TW), as float4 or float2 where
 // the row allows it (`width`: Geometry::store_width); only columns below `limit` (relative to
@@ -932,6 +940,353 @@ bool run_image(float* y, const float* x, const float* k, const ConvShape& s, cud
   return true;
 }
 
+// ---- C = 1 fused on Hopper: the warp group's products (wgmma) --------------------------------
+// The project's fused layer (C = 1, 2x2 max-pool) as a product on the tensor cores with fp32
+// accuracy (3xTF32, as run_gemm): rows are conv outputs, columns maps, the sum runs over the
+// K*K terms. A block is one warp group (4 warps) issuing wgmma.mma_async, the Hopper product of
+// a whole warp group: one instruction multiplies 64 outputs by up to 64 maps by 8 terms, 16
+// times the work of an mma.sync. A, the inputs, comes from registers: each lane loads its
+// values from the image staged in shared memory and splits them. B, the filters, is read by
+// the tensor cores from shared memory, split once per block in the layout of the instruction's
+// matrix descriptor, so no register holds a filter. A lane's two rows are the left and right
+// output of one row of a pooling window; the window's other row is 4 lanes away: the pool is
+// two fmaxf and one shuffle per map.
+// Measured on an H100 (fastest of 20, L2 flushed): the project's layer 0.304 to 0.226 ms; M =
+// 64, K = 7 on 40x40, 0.342 to 0.273. The warps are latency-bound at 4 per scheduler (about
+// 300 instructions per tile, the epilogue's pool, tanh and stores a third; tensor pipe 47%).
+// Fewer maps lose: M = 27 to 33 ran 1-3% slower than the FMA kernel, so 41 maps at least; K
+// under 5 lose more (M = 64, K = 3: 0.24 against 0.20 ms), the sum then being mostly padding.
+// wgmma is an sm_90a instruction: other builds compile an empty kernel and never launch it.
+constexpr int kWgThreads = 128;      // one warp group
+constexpr int kWgMinMaps = 41;       // maps per block at least ...
+constexpr int kWgMaxMaps = 64;       // ... and at most (8 fragments of 8)
+constexpr int kWgSharedMax = 112 * 1024;  // two blocks per SM at least
+constexpr int kWgBlocksPerSm = 4;    // at most (128 registers a thread); shared memory may
+                                     // allow fewer
+
+// True in the device code of an sm_90a build (the only one with wgmma).
+__device__ bool g_best_wgmma_built =
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    true;
+#else
+    false;
+#endif
+
+struct PoolGeometry {
+  int B, M, H, W, K;
+  int PW, P;           // pooled columns, pooled values per map (PH * PW)
+  float inverse_PW;    // 1 / PW: q / PW is (q + 0.5) / PW rounded down, exact for q < 2^21
+  int maps;            // maps per block (blockIdx.y's slice), at most 8 * NF
+  int image_floats;    // H * W rounded up to 4
+  bool vector_x;       // images start 16-byte aligned and hold a multiple of 4 values
+  // Shared memory of a block: `tiles` B tiles of 8 x NF maps, three image buffers.
+  int bytes(int NF, int tiles) const { return 4 * (tiles * NF * 64 + 3 * image_floats); }
+};
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// The matrix descriptor of an 8-term B tile at `tile` in shared memory, K-major without
+// swizzle: 8x4-float core matrices of 128 contiguous bytes, the two of a row group (terms 0-3,
+// 4-7) 128 bytes apart (leading offset), row groups of 8 maps 256 bytes apart (stride offset).
+__device__ __forceinline__ std::uint64_t wgmma_descriptor(const float* tile) {
+  const auto address = static_cast<std::uint32_t>(__cvta_generic_to_shared(tile));
+  constexpr std::uint64_t kLeading = 128 >> 4, kStride = 256 >> 4;
+  return ((address & 0x3ffff) >> 4) | kLeading << 16 | kStride << 32;
+}
+
+// d = a * B (+ d if `accumulate`), 64 outputs x 8*NF maps (NF = 6 to 8) x 8 terms for the warp
+// group: a holds this warp's 16 rows in the m16n8k8 layout, d this warp's outputs in the m16n8
+// layout, one fragment per 8 maps.
+template <int NF>
+__device__ __forceinline__ void wgmma_tf32(float (&d)[4 * NF], const std::uint32_t (&a)[4],
+                                           std::uint64_t desc, bool accumulate) {
+  if constexpr (NF == 6) {
+    asm volatile("{ .reg .pred p; setp.ne.b32 p, %29, 0; "
+                 "wgmma.mma_async.sync.aligned.m64n48k8.f32.tf32.tf32 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17,"
+                 " %18, %19, %20, %21, %22, %23}, "
+                 "{%24, %25, %26, %27}, %28, p, 1, 1; }"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+                    "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+                    "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
+                    "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc),
+                   "r"(static_cast<int>(accumulate)));
+  } else if constexpr (NF == 7) {
+    asm volatile("{ .reg .pred p; setp.ne.b32 p, %33, 0; "
+                 "wgmma.mma_async.sync.aligned.m64n56k8.f32.tf32.tf32 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17,"
+                 " %18, %19, %20, %21, %22, %23, %24, %25, %26, %27}, "
+                 "{%28, %29, %30, %31}, %32, p, 1, 1; }"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+                    "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+                    "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
+                    "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                    "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc),
+                   "r"(static_cast<int>(accumulate)));
+  } else if constexpr (NF == 8) {
+    asm volatile("{ .reg .pred p; setp.ne.b32 p, %37, 0; "
+                 "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17,"
+                 " %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+                 "{%32, %33, %34, %35}, %36, p, 1, 1; }"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+                    "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+                    "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
+                    "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                    "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+                    "+f"(d[30]), "+f"(d[31])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc),
+                   "r"(static_cast<int>(accumulate)));
+  }
+}
+
+// Orders the products after the registers they read were written, and the reads of d after
+// the products finished (the asm statements alone do not tie d to the wait).
+__device__ __forceinline__ void wgmma_fence() {
+  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void wgmma_wait(float (&d)[N]) {
+  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+  asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+#endif
+
+// The sum's K*K terms as steps of 8: kFull whole steps of three products each, then kTail
+// steps that pack the three products of the last r = K*K % 8 terms side by side (columns
+// big x big, big x small, small x big of each term: 3r columns, so one step where r <= 2).
+// The project's K = 5: 3 whole steps and 1 packed, 10 products per tile instead of 12.
+template <int kFull, int kTail>
+struct WgSum {
+  static constexpr int kTiles = 2 * kFull + kTail;  // B tiles: big, small, then packed
+};
+
+// Blocks loop over images (blockIdx.y picks the slice of maps); the next image is copied while
+// this one is multiplied. Shared memory: the split filters as B tiles in descriptor order
+// (big [kFull], small [kFull], packed [kTail]), three image buffers (a copy may start into one
+// while the warps still read the other two, so one barrier per image suffices).
+template <int NF, int kFull, int kTail>
+__global__ void __launch_bounds__(kWgThreads, kWgBlocksPerSm)
+    conv_pool_wgmma_kernel(float* __restrict__ y, const float* __restrict__ x,
+                           const float* __restrict__ k, PoolGeometry g) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ __align__(128) float smem[];
+  constexpr int kTile = NF * 64;  // floats of one 8-term B tile
+  float* filters = smem;
+  float* images = smem + WgSum<kFull, kTail>::kTiles * kTile;
+  const int tid = threadIdx.x, terms = g.K * g.K, rest = terms - 8 * kFull;
+  const int m0 = blockIdx.y * g.maps, maps = min(g.maps, g.M - m0);
+
+  // B[n][c] of tile i: column c of its 8 is term 8i + c of a whole step (big, small), or of
+  // the packed steps product c / rest of term 8 * kFull + c % rest.
+  for (int i = tid; i < WgSum<kFull, kTail>::kTiles * kTile; i += kWgThreads) {
+    const int tile = i / kTile, j = i % kTile / 64, half = i % 64 / 32, row = i % 32 / 4;
+    const int n = 8 * j + row, c = 4 * half + i % 4;
+    int term = 0, part = 0;  // part: 0 big, 1 small
+    bool used = n < maps;
+    if (tile < 2 * kFull) {
+      term = 8 * (tile % kFull) + c;
+      part = tile / kFull;
+    } else {
+      const int column = 8 * (tile - 2 * kFull) + c;
+      term = 8 * kFull + column % max(rest, 1);
+      part = column / max(rest, 1) == 1;
+      used = used && column < 3 * rest;
+    }
+    std::uint32_t big = 0, small = 0;
+    // Filters carry tanh's exp2 scale (tanh_exp2 below): one multiply less per pooled value.
+    split_tf32(used ? kTanhExp2Scale * k[(m0 + n) * terms + term] : 0.0f, big, small);
+    filters[i] = __uint_as_float(part ? small : big);
+  }
+  const auto stage = [&](float* dst, int b) {
+    const float* src = x + static_cast<std::int64_t>(b) * g.H * g.W;
+    if (g.vector_x) {
+      for (int i = 4 * tid; i < g.H * g.W; i += 4 * kWgThreads) cp_async16(dst + i, src + i, true);
+    } else {
+      for (int i = tid; i < g.H * g.W; i += kWgThreads) cp_async4(dst + i, src + i, true);
+    }
+  };
+
+  // This lane's rows: g and g + 8 of its warp's 16, the left and right output of row (g & 1)
+  // of window 4 * warp + g / 2 of a tile of 16 windows. Its columns: t and t + 4 of each step.
+  const int warp = tid / 32, lane = tid % 32, gq = lane / 4, t = lane % 4;
+  const auto term_offset = [&](int term) { return term / g.K * g.W + term % g.K; };
+  int full_offset[kFull + 1][2];  // (+ 1: no zero-length arrays)
+  // A packed column takes the big part, the small part or (past the sum) neither: masks.
+  int tail_offset[kTail + 1][2];
+  std::uint32_t tail_big[kTail + 1][2], tail_small[kTail + 1][2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+#pragma unroll
+    for (int s = 0; s < kFull; ++s) full_offset[s][h] = term_offset(8 * s + t + 4 * h);
+#pragma unroll
+    for (int s = 0; s < kTail; ++s) {
+      const int column = 8 * s + t + 4 * h;
+      const int product = column < 3 * rest ? column / rest : 3;  // 2: small x big
+      tail_big[s][h] = product < 2 ? ~0u : 0u;
+      tail_small[s][h] = product == 2 ? ~0u : 0u;
+      tail_offset[s][h] = product < 3 ? term_offset(8 * kFull + column % rest) : 0;
+    }
+  }
+  const std::uint64_t desc = wgmma_descriptor(filters);
+  constexpr std::uint64_t kDescTile = kTile * 4 / 16;  // a tile's size in descriptor units
+  const int tiles = (g.P + 15) / 16;
+
+  int it = 0;
+  if (blockIdx.x < g.B) stage(images, blockIdx.x);
+  cp_async_commit();
+  for (int b = blockIdx.x; b < g.B; b += gridDim.x, ++it) {
+    const float* image = images + it % 3 * g.image_floats;
+    float* out = y + (static_cast<std::int64_t>(b) * g.M + m0) * g.P;
+    if (b + gridDim.x < g.B) stage(images + (it + 1) % 3 * g.image_floats, b + gridDim.x);
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();  // this image (and, the first time, the filters) in shared memory
+
+    for (int tile = 0; tile < tiles; ++tile) {
+      const int q_raw = tile * 16 + 4 * warp + gq / 2;
+      const int q = q_raw < g.P ? q_raw : 0;  // rows past the last window compute window 0
+      const int py = __float2int_rz((q + 0.5f) * g.inverse_PW), px = q - py * g.PW;
+      const float* in = image + (2 * py + (gq & 1)) * g.W + 2 * px;
+      std::uint32_t a_big[kFull + 1][4], a_small[kFull + 1][4], a_tail[kTail + 1][4];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+#pragma unroll
+        for (int s = 0; s < kFull; ++s) {
+          const float* p = in + full_offset[s][h];
+          split_tf32(p[0], a_big[s][2 * h], a_small[s][2 * h]);
+          split_tf32(p[1], a_big[s][2 * h + 1], a_small[s][2 * h + 1]);
+        }
+#pragma unroll
+        for (int s = 0; s < kTail; ++s) {
+          const float* p = in + tail_offset[s][h];
+#pragma unroll
+          for (int side = 0; side < 2; ++side) {
+            std::uint32_t big, small;
+            split_tf32(p[side], big, small);
+            a_tail[s][2 * h + side] = (big & tail_big[s][h]) | (small & tail_small[s][h]);
+          }
+        }
+      }
+      float acc[4 * NF];
+      wgmma_fence();
+#pragma unroll
+      for (int s = 0; s < kFull; ++s) {
+        wgmma_tf32<NF>(acc, a_big[s], desc + s * kDescTile, s > 0);
+        wgmma_tf32<NF>(acc, a_big[s], desc + (kFull + s) * kDescTile, true);
+        wgmma_tf32<NF>(acc, a_small[s], desc + s * kDescTile, true);
+      }
+#pragma unroll
+      for (int s = 0; s < kTail; ++s) {
+        wgmma_tf32<NF>(acc, a_tail[s], desc + (2 * kFull + s) * kDescTile, kFull > 0 || s > 0);
+      }
+      wgmma_wait(acc);
+      // acc[4j..4j+3]: maps 8j + 2t and + 1 of rows g (left) and g + 8 (right).
+      const int map = 2 * t + (gq & 1);
+      float* column = out + map * g.P + q;
+#pragma unroll
+      for (int j = 0; j < NF; ++j) {
+        float even = fmaxf(acc[4 * j], acc[4 * j + 2]), odd = fmaxf(acc[4 * j + 1], acc[4 * j + 3]);
+        even = fmaxf(even, __shfl_xor_sync(0xffffffffu, even, 4));
+        odd = fmaxf(odd, __shfl_xor_sync(0xffffffffu, odd, 4));
+        // The window's top row stores the even map. Only the last fragment can pass `maps`.
+        if (q_raw < g.P && (j < NF - 1 || 8 * j + map < maps)) {
+          column[j * 8 * g.P] = tanh_exp2(gq & 1 ? odd : even);
+        }
+      }
+    }
+  }
+#endif
+}
+
+// Whether this build has the sm_90a kernel for the current device: asked once per device.
+bool wgmma_built() {
+  static thread_local std::vector<std::pair<int, bool>> known;
+  int device = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  for (const auto& [d, built] : known) {
+    if (d == device) return built;
+  }
+  int major = 0, minor = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  bool built = false;
+  if (major == 9 && minor == 0) {
+    CUDA_CHECK(cudaMemcpyFromSymbol(&built, g_best_wgmma_built, sizeof built));
+  }
+  known.emplace_back(device, built);
+  return built;
+}
+
+template <int NF, int kFull, int kTail>
+void launch_pool_wgmma(float* y, const float* x, const float* k, const PoolGeometry& g,
+                       int slices, cudaStream_t stream) {
+  const auto kernel = conv_pool_wgmma_kernel<NF, kFull, kTail>;
+  const int bytes = g.bytes(NF, WgSum<kFull, kTail>::kTiles);
+  allow_dynamic_shared_memory(kernel, bytes, "conv_tanh_maxpool_best");
+  int device = 0, sms = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int per_sm = std::clamp(228 * 1024 / (bytes + 1024), 1, kWgBlocksPerSm);
+  const int images = std::clamp(ceil_div(sms * per_sm, slices), 1, g.B);
+  kernel<<<dim3(images, slices), kWgThreads, bytes, stream>>>(y, x, k, g);
+  CUDA_CHECK_LAUNCH();
+}
+
+template <int kFull, int kTail>
+void launch_pool_wgmma_frags(float* y, const float* x, const float* k, const PoolGeometry& g,
+                             int slices, cudaStream_t stream) {
+  switch (ceil_div(g.maps, 8)) {  // 6 to 8: 41 to 64 maps
+    case 6:
+      return launch_pool_wgmma<6, kFull, kTail>(y, x, k, g, slices, stream);
+    case 7:
+      return launch_pool_wgmma<7, kFull, kTail>(y, x, k, g, slices, stream);
+    default:
+      return launch_pool_wgmma<8, kFull, kTail>(y, x, k, g, slices, stream);
+  }
+}
+
+// The wgmma path for conv + tanh + 2x2 max-pool; false (nothing launched) unless C = 1, blocks
+// of 41 to 64 maps, K = 5 to 7 (see the section's header), and the build has the sm_90a kernel
+// for this device.
+bool run_pool_wgmma(float* y, const float* x, const float* k, const ConvShape& s,
+                    cudaStream_t stream) {
+  if (s.C != 1 || s.M < kWgMinMaps || s.K < 5 || s.K > 7) return false;
+  PoolGeometry g{};
+  g.B = s.B;
+  g.M = s.M;
+  g.H = s.H;
+  g.W = s.W;
+  g.K = s.K;
+  g.PW = s.W_out() / 2;
+  g.P = s.H_out() / 2 * g.PW;
+  g.inverse_PW = 1.0f / static_cast<float>(std::max(g.PW, 1));
+  const int slices = ceil_div(s.M, kWgMaxMaps);
+  g.maps = ceil_div(s.M, slices);  // as even as possible
+  g.image_floats = ceil_div(s.H * s.W, 4) * 4;
+  g.vector_x = (s.H * s.W) % 4 == 0 && reinterpret_cast<std::uintptr_t>(x) % 16 == 0;
+  const int most_tiles = 2 * 6 + 1;  // K = 7
+  if (g.maps < kWgMinMaps || g.P == 0 || g.P >= (1 << 21) || g.bytes(kWgMaxMaps / 8, most_tiles) > kWgSharedMax ||
+      !wgmma_built()) {
+    return false;
+  }
+  switch (s.K) {  // 25, 36, 49 terms: whole steps and packed steps
+    case 5:
+      launch_pool_wgmma_frags<3, 1>(y, x, k, g, slices, stream);
+      break;
+    case 6:
+      launch_pool_wgmma_frags<4, 2>(y, x, k, g, slices, stream);
+      break;
+    default:
+      launch_pool_wgmma_frags<6, 1>(y, x, k, g, slices, stream);
+      break;
+  }
+  return true;
+}
+
 // Every other shape: one thread per output, grid-stride over all of y.
 __global__ void conv_best_fallback_kernel(float* __restrict__ y, const float* __restrict__ x,
                                           const float* __restrict__ k, int M, int C, int H, int W,
@@ -1145,7 +1500,10 @@ void conv_tanh_maxpool_best(float* y, const float* x, const float* k, const Conv
                             const PoolShape& pool, cudaStream_t stream) {
   shape.validate();
   pool.validate(shape);
-  if (pool == PoolShape{2, 2} && run_tiled<true>(y, x, k, shape, stream)) return;
+  if (pool == PoolShape{2, 2} &&
+      (run_pool_wgmma(y, x, k, shape, stream) || run_tiled<true>(y, x, k, shape, stream))) {
+    return;
+  }
   const std::int64_t total = pool.pooled_elements(shape);
   conv_tanh_maxpool_best_fallback_kernel<<<grid_stride_blocks(total, 256, kFallbackMaxBlocks), 256,
                                            0, stream>>>(
