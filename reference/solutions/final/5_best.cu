@@ -944,8 +944,8 @@ bool run_image(float* y, const float* x, const float* k, const ConvShape& s, cud
 // The project's fused layer (C = 1, 2x2 max-pool) as a product on the tensor cores with fp32
 // accuracy (3xTF32, as run_gemm): rows are conv outputs, columns maps, the sum runs over the
 // K*K terms. A block is one warp group (4 warps) issuing wgmma.mma_async, the Hopper product of
-// a whole warp group: one instruction multiplies 64 outputs by up to 64 maps by 8 terms, 16
-// times the work of an mma.sync. A, the inputs, comes from registers: each lane loads its
+// a whole warp group: one instruction multiplies 64 outputs by up to 64 maps by 8 terms, up to
+// 32 times the work of an mma.sync. A, the inputs, comes from registers: each lane loads its
 // values from the image staged in shared memory and splits them. B, the filters, is read by
 // the tensor cores from shared memory, split once per block in the layout of the instruction's
 // matrix descriptor, so no register holds a filter. A lane's two rows are the left and right
