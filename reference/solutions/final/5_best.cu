@@ -1047,7 +1047,7 @@ __device__ __forceinline__ void wgmma_fence() {
   asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 }
 template <int N>
-__device__ __forceinline__ void wgmma_wait(float (&d)[N]) {
+__device__ __forceinline__ void wgmma_commit_and_wait(float (&d)[N]) {
   asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
   asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
 #pragma unroll
@@ -1077,7 +1077,7 @@ __global__ void __launch_bounds__(kWgThreads, kWgBlocksPerSm)
   constexpr int kTile = NF * 64;  // floats of one 8-term B tile
   float* filters = smem;
   float* images = smem + WgSum<kFull, kTail>::kTiles * kTile;
-  const int tid = threadIdx.x, terms = g.K * g.K, rest = terms - 8 * kFull;
+  const int tid = threadIdx.x, terms = g.K * g.K, rest = terms - 8 * kFull, pixels = g.H * g.W;
   const int m0 = blockIdx.y * g.maps, maps = min(g.maps, g.M - m0);
 
   // B[n][c] of tile i: column c of its 8 is term 8i + c of a whole step (big, small), or of
@@ -1102,18 +1102,17 @@ __global__ void __launch_bounds__(kWgThreads, kWgBlocksPerSm)
     filters[i] = __uint_as_float(part ? small : big);
   }
   const auto stage = [&](float* dst, int b) {
-    const float* src = x + static_cast<std::int64_t>(b) * g.H * g.W;
+    const float* src = x + static_cast<std::int64_t>(b) * pixels;
     if (g.vector_x) {
-      for (int i = 4 * tid; i < g.H * g.W; i += 4 * kWgThreads) cp_async16(dst + i, src + i, true);
+      for (int i = 4 * tid; i < pixels; i += 4 * kWgThreads) cp_async16(dst + i, src + i, true);
     } else {
-      for (int i = tid; i < g.H * g.W; i += kWgThreads) cp_async4(dst + i, src + i, true);
+      for (int i = tid; i < pixels; i += kWgThreads) cp_async4(dst + i, src + i, true);
     }
   };
 
   // This lane's rows: g and g + 8 of its warp's 16, the left and right output of row (g & 1)
   // of window 4 * warp + g / 2 of a tile of 16 windows. Its columns: t and t + 4 of each step.
   const int warp = tid / 32, lane = tid % 32, gq = lane / 4, t = lane % 4;
-  const auto term_offset = [&](int term) { return term / g.K * g.W + term % g.K; };
   int full_offset[kFull + 1][2];  // (+ 1: no zero-length arrays)
   // A packed column takes the big part, the small part or (past the sum) neither: masks.
   int tail_offset[kTail + 1][2];
@@ -1121,14 +1120,17 @@ __global__ void __launch_bounds__(kWgThreads, kWgBlocksPerSm)
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
 #pragma unroll
-    for (int s = 0; s < kFull; ++s) full_offset[s][h] = term_offset(8 * s + t + 4 * h);
+    for (int s = 0; s < kFull; ++s) {
+      full_offset[s][h] = sum_term_offset(8 * s + t + 4 * h, g.K, g.W, pixels);
+    }
 #pragma unroll
     for (int s = 0; s < kTail; ++s) {
       const int column = 8 * s + t + 4 * h;
       const int product = column < 3 * rest ? column / rest : 3;  // 2: small x big
       tail_big[s][h] = product < 2 ? ~0u : 0u;
       tail_small[s][h] = product == 2 ? ~0u : 0u;
-      tail_offset[s][h] = product < 3 ? term_offset(8 * kFull + column % rest) : 0;
+      tail_offset[s][h] =
+          product < 3 ? sum_term_offset(8 * kFull + column % rest, g.K, g.W, pixels) : 0;
     }
   }
   const std::uint64_t desc = wgmma_descriptor(filters);
@@ -1183,7 +1185,7 @@ __global__ void __launch_bounds__(kWgThreads, kWgBlocksPerSm)
       for (int s = 0; s < kTail; ++s) {
         wgmma_tf32<NF>(acc, a_tail[s], desc + (2 * kFull + s) * kDescTile, kFull > 0 || s > 0);
       }
-      wgmma_wait(acc);
+      wgmma_commit_and_wait(acc);
       // acc[4j..4j+3]: maps 8j + 2t and + 1 of rows g (left) and g + 8 (right).
       const int map = 2 * t + (gq & 1);
       float* column = out + map * g.P + q;
@@ -1230,6 +1232,7 @@ void launch_pool_wgmma(float* y, const float* x, const float* k, const PoolGeome
   int device = 0, sms = 0;
   CUDA_CHECK(cudaGetDevice(&device));
   CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  // An sm_90 SM has 228 KB of shared memory, of which each block's reservation takes 1 KB.
   const int per_sm = std::clamp(228 * 1024 / (bytes + 1024), 1, kWgBlocksPerSm);
   const int images = std::clamp(ceil_div(sms * per_sm, slices), 1, g.B);
   kernel<<<dim3(images, slices), kWgThreads, bytes, stream>>>(y, x, k, g);
@@ -1269,8 +1272,8 @@ bool run_pool_wgmma(float* y, const float* x, const float* k, const ConvShape& s
   g.image_floats = ceil_div(s.H * s.W, 4) * 4;
   g.vector_x = (s.H * s.W) % 4 == 0 && reinterpret_cast<std::uintptr_t>(x) % 16 == 0;
   const int most_tiles = 2 * 6 + 1;  // K = 7
-  if (g.maps < kWgMinMaps || g.P == 0 || g.P >= (1 << 21) || g.bytes(kWgMaxMaps / 8, most_tiles) > kWgSharedMax ||
-      !wgmma_built()) {
+  if (g.maps < kWgMinMaps || g.P == 0 || g.P >= (1 << 21) ||
+      g.bytes(kWgMaxMaps / 8, most_tiles) > kWgSharedMax || !wgmma_built()) {
     return false;
   }
   switch (s.K) {  // 25, 36, 49 terms: whole steps and packed steps
