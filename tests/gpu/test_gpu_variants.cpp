@@ -211,6 +211,10 @@ const ConvShape kSmallShapes[] = {
     // the tf32 and fp16 staged kernels (sums too long for the filters to stay in registers): 4
     // and 1 fragments of 8 maps (with LeNet's conv2 and the 7-image shape above for 2 and 3)
     {2, 32, 8, 10, 11, 3}, {3, 5, 6, 11, 12, 4},
+    // C = 1, 41 to 64 maps a block, K = 5 to 7 (the warp-group products on sm_90a): rows of
+    // outputs that are not a multiple of 8, a short last tile of 64 outputs, 2 to 4 map slices
+    {3, 64, 1, 29, 27, 6}, {2, 130, 1, 21, 19, 7}, {3, 45, 1, 14, 30, 5}, {2, 200, 1, 20, 21, 5},
+    {5, 41, 1, 17, 25, 5},
 };
 
 }  // namespace

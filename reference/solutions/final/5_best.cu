@@ -36,6 +36,10 @@
 //    (Holding a channel's patch in registers instead, for 2 to 8 maps at a time, ran within 7%
 //    of this on LeNet's conv2: the patch reloads per channel cost what the registers save.)
 //  - Stores are float4 (float2) where rows allow; a warp's stores cover whole lines of y.
+//  - On Hopper (an sm_90a build), C = 1 with 41 maps or more and K = 5 to 7 runs on the tensor
+//    cores (3xTF32, wgmma: run_c1_wgmma below), except up to K = 6 with rows of whole 32-byte
+//    sectors, where the FMA kernel above streams y faster (the project's layer: 0.401 against
+//    0.437 ms). Elsewhere 1.1 to 1.8 times faster than the FMA kernel.
 // Any other shape (K > 7, one map's filter above 64 KB) runs a plain one-thread-per-output
 // kernel, so the launcher is correct for every shape.
 //
@@ -45,7 +49,7 @@
 // values with a quarter of the tanh evaluations (tanh from the hardware exp2 and reciprocal,
 // absolute error below 1e-6). On Hopper (an sm_90a build), C = 1 layers with 41 maps or more
 // and K = 5 to 7 (the project's layer) run on the tensor cores instead, 3xTF32 with the warp
-// group's wgmma products (run_pool_wgmma). Other pool geometries run a plain
+// group's wgmma products (run_c1_wgmma). Other pool geometries run a plain
 // one-thread-per-pooled-output kernel.
 //
 // Why: writing y is the floor of any unfused kernel on the project's layer (10000 x 50 x 24 x
@@ -940,22 +944,29 @@ bool run_image(float* y, const float* x, const float* k, const ConvShape& s, cud
   return true;
 }
 
-// ---- C = 1 fused on Hopper: the warp group's products (wgmma) --------------------------------
-// The project's fused layer (C = 1, 2x2 max-pool) as a product on the tensor cores with fp32
-// accuracy (3xTF32, as run_gemm): rows are conv outputs, columns maps, the sum runs over the
-// K*K terms. A block is one warp group (4 warps) issuing wgmma.mma_async, the Hopper product of
-// a whole warp group: one instruction multiplies 64 outputs by up to 64 maps by 8 terms, up to
-// 32 times the work of an mma.sync. A, the inputs, comes from registers: each lane loads its
-// values from the image staged in shared memory and splits them. B, the filters, is read by
-// the tensor cores from shared memory, split once per block in the layout of the instruction's
-// matrix descriptor, so no register holds a filter. A lane's two rows are the left and right
-// output of one row of a pooling window; the window's other row is 4 lanes away: the pool is
-// two fmaxf and one shuffle per map.
+// ---- C = 1 on Hopper: the warp group's products (wgmma) --------------------------------------
+// The project's layer (C = 1), fused with the 2x2 max-pool or plain, as a product on the tensor
+// cores with fp32 accuracy (3xTF32, as run_gemm): rows are conv outputs, columns maps, the sum
+// runs over the K*K terms. A block is one warp group (4 warps) issuing wgmma.mma_async, the
+// Hopper product of a whole warp group: one instruction multiplies 64 outputs by up to 64 maps
+// by 8 terms, up to 32 times the work of an mma.sync. A, the inputs, comes from registers:
+// each lane loads its values from the image staged in shared memory and splits them. B, the
+// filters, is read by the tensor cores from shared memory, split once per block in the layout
+// of the instruction's matrix descriptor, so no register holds a filter. Fused, a lane's two
+// rows are the left and right output of one row of a pooling window; the window's other row
+// is 4 lanes away: the pool is two fmaxf and one shuffle per map. Plain, a tile's 64 rows are
+// 64 consecutive outputs, which go through shared memory so that a warp's stores are whole
+// lines of y (float4s).
 // Measured on an H100 (fastest of 20, L2 flushed): the project's layer 0.304 to 0.226 ms; M =
 // 64, K = 7 on 40x40, 0.342 to 0.273. The warps are latency-bound at 4 per scheduler (about
 // 300 instructions per tile, the epilogue's pool, tanh and stores a third; tensor pipe 47%).
 // Fewer maps lose: M = 27 to 33 ran 1-3% slower than the FMA kernel, so 41 maps at least; K
 // under 5 lose more (M = 64, K = 3: 0.24 against 0.20 ms), the sum then being mostly padding.
+// Plain (fastest of 10, L2 flushed, against the FMA kernel): M = 50, K = 7 on 31x31 0.84 to
+// 0.47 ms, K = 6 on 32x32 0.91 to 0.52, M = 200, K = 7 on 30x30 0.55 to 0.37, M = 64, K = 5 on
+// 32x32 0.48 to 0.39. The warps wait on the stores (DRAM 78% busy, 13 cycles per instruction
+// issued): on rows of whole sectors the FMA kernel, which writes longer runs of y, stays 3-9%
+// faster up to K = 6 (the project's layer 0.401 against 0.437 ms) and keeps them.
 // wgmma is an sm_90a instruction: other builds compile an empty kernel and never launch it.
 constexpr int kWgThreads = 128;      // one warp group
 constexpr int kWgMinMaps = 41;       // maps per block at least ...
@@ -963,6 +974,9 @@ constexpr int kWgMaxMaps = 64;       // ... and at most (8 fragments of 8)
 constexpr int kWgSharedMax = 112 * 1024;  // two blocks per SM at least
 constexpr int kWgBlocksPerSm = 4;    // at most (128 registers a thread); shared memory may
                                      // allow fewer
+// A map's 64 outputs in the plain tile's staging, padded so that the lanes' writes (8 rows of
+// 4 maps 2 apart per instruction) fall in 32 different banks: 2 * 68 = 8 (mod 32).
+constexpr int kWgStagePitch = 68;
 
 // True in the device code of an sm_90a build (the only one with wgmma).
 __device__ bool g_best_wgmma_built =
@@ -972,15 +986,19 @@ __device__ bool g_best_wgmma_built =
     false;
 #endif
 
-struct PoolGeometry {
+struct WgGeometry {
   int B, M, H, W, K;
-  int PW, P;           // pooled columns, pooled values per map (PH * PW)
-  float inverse_PW;    // 1 / PW: q / PW is (q + 0.5) / PW rounded down, exact for q < 2^21
+  int OW, P;           // columns of the output (pooled or plain), values per map
+  float inverse_OW;    // 1 / OW: q / OW is (q + 0.5) / OW rounded down, exact for q < 2^21
   int maps;            // maps per block (blockIdx.y's slice), at most 8 * NF
   int image_floats;    // H * W rounded up to 4
   bool vector_x;       // images start 16-byte aligned and hold a multiple of 4 values
-  // Shared memory of a block: `tiles` B tiles of 8 x NF maps, three image buffers.
-  int bytes(int NF, int tiles) const { return 4 * (tiles * NF * 64 + 3 * image_floats); }
+  bool vector_y;       // plain: y 16-byte aligned and P a multiple of 4 (float4 stores)
+  // Shared memory of a block: `tiles` B tiles of 8 x NF maps, three image buffers and, plain,
+  // a tile's outputs (8 * NF maps of kWgStagePitch).
+  int bytes(int NF, int tiles, bool pool) const {
+    return 4 * (tiles * NF * 64 + 3 * image_floats + (pool ? 0 : 8 * NF * kWgStagePitch));
+  }
 };
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -1068,15 +1086,16 @@ struct WgSum {
 // this one is multiplied. Shared memory: the split filters as B tiles in descriptor order
 // (big [kFull], small [kFull], packed [kTail]), three image buffers (a copy may start into one
 // while the warps still read the other two, so one barrier per image suffices).
-template <int NF, int kFull, int kTail>
+template <int NF, int kFull, int kTail, bool kPool>
 __global__ void __launch_bounds__(kWgThreads, kWgBlocksPerSm)
-    conv_pool_wgmma_kernel(float* __restrict__ y, const float* __restrict__ x,
-                           const float* __restrict__ k, PoolGeometry g) {
+    conv_c1_wgmma_kernel(float* __restrict__ y, const float* __restrict__ x,
+                         const float* __restrict__ k, WgGeometry g) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(128) float smem[];
   constexpr int kTile = NF * 64;  // floats of one 8-term B tile
   float* filters = smem;
   float* images = smem + WgSum<kFull, kTail>::kTiles * kTile;
+  float* outputs = images + 3 * g.image_floats;  // plain: a tile's outputs
   const int tid = threadIdx.x, terms = g.K * g.K, rest = terms - 8 * kFull, pixels = g.H * g.W;
   const int m0 = blockIdx.y * g.maps, maps = min(g.maps, g.M - m0);
 
@@ -1097,8 +1116,9 @@ __global__ void __launch_bounds__(kWgThreads, kWgBlocksPerSm)
       used = used && column < 3 * rest;
     }
     std::uint32_t big = 0, small = 0;
-    // Filters carry tanh's exp2 scale (tanh_exp2 below): one multiply less per pooled value.
-    split_tf32(used ? kTanhExp2Scale * k[(m0 + n) * terms + term] : 0.0f, big, small);
+    // Fused, filters carry tanh's exp2 scale (tanh_exp2 below): one multiply less per value.
+    const float scale = kPool ? kTanhExp2Scale : 1.0f;
+    split_tf32(used ? scale * k[(m0 + n) * terms + term] : 0.0f, big, small);
     filters[i] = __uint_as_float(part ? small : big);
   }
   const auto stage = [&](float* dst, int b) {
@@ -1110,8 +1130,9 @@ __global__ void __launch_bounds__(kWgThreads, kWgBlocksPerSm)
     }
   };
 
-  // This lane's rows: g and g + 8 of its warp's 16, the left and right output of row (g & 1)
-  // of window 4 * warp + g / 2 of a tile of 16 windows. Its columns: t and t + 4 of each step.
+  // This lane's rows: g and g + 8 of its warp's 16. Fused, the left and right output of row
+  // (g & 1) of window 4 * warp + g / 2 of a tile of 16 windows; plain, outputs 16 * warp + g
+  // and + 8 of a tile of 64. Its columns: t and t + 4 of each step.
   const int warp = tid / 32, lane = tid % 32, gq = lane / 4, t = lane % 4;
   int full_offset[kFull + 1][2];  // (+ 1: no zero-length arrays)
   // A packed column takes the big part, the small part or (past the sum) neither: masks.
@@ -1135,7 +1156,7 @@ __global__ void __launch_bounds__(kWgThreads, kWgBlocksPerSm)
   }
   const std::uint64_t desc = wgmma_descriptor(filters);
   constexpr std::uint64_t kDescTile = kTile * 4 / 16;  // a tile's size in descriptor units
-  const int tiles = (g.P + 15) / 16;
+  const int tiles = ceil_div(g.P, kPool ? 16 : 64);
 
   int it = 0;
   if (blockIdx.x < g.B) stage(images, blockIdx.x);
@@ -1149,10 +1170,18 @@ __global__ void __launch_bounds__(kWgThreads, kWgBlocksPerSm)
     __syncthreads();  // this image (and, the first time, the filters) in shared memory
 
     for (int tile = 0; tile < tiles; ++tile) {
-      const int q_raw = tile * 16 + 4 * warp + gq / 2;
-      const int q = q_raw < g.P ? q_raw : 0;  // rows past the last window compute window 0
-      const int py = __float2int_rz((q + 0.5f) * g.inverse_PW), px = q - py * g.PW;
-      const float* in = image + (2 * py + (gq & 1)) * g.W + 2 * px;
+      // q_raw: the lane's window (fused) or first output (plain); rows past the end compute
+      // value 0. in, in_hi: the inputs of the lane's two rows at term 0.
+      const int q_raw = kPool ? tile * 16 + 4 * warp + gq / 2 : tile * 64 + 16 * warp + gq;
+      const int q = q_raw < g.P ? q_raw : 0;
+      const int qy = __float2int_rz((q + 0.5f) * g.inverse_OW), qx = q - qy * g.OW;
+      const float* in = kPool ? image + (2 * qy + (gq & 1)) * g.W + 2 * qx : image + qy * g.W + qx;
+      const float* in_hi = in + 1;
+      if constexpr (!kPool) {
+        const int q8 = q_raw + 8 < g.P ? q_raw + 8 : 0;
+        const int q8y = __float2int_rz((q8 + 0.5f) * g.inverse_OW);
+        in_hi = image + q8y * g.W + q8 - q8y * g.OW;
+      }
       std::uint32_t a_big[kFull + 1][4], a_small[kFull + 1][4], a_tail[kTail + 1][4];
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
@@ -1160,15 +1189,15 @@ __global__ void __launch_bounds__(kWgThreads, kWgBlocksPerSm)
         for (int s = 0; s < kFull; ++s) {
           const float* p = in + full_offset[s][h];
           split_tf32(p[0], a_big[s][2 * h], a_small[s][2 * h]);
-          split_tf32(p[1], a_big[s][2 * h + 1], a_small[s][2 * h + 1]);
+          split_tf32(kPool ? p[1] : in_hi[full_offset[s][h]], a_big[s][2 * h + 1],
+                     a_small[s][2 * h + 1]);
         }
 #pragma unroll
         for (int s = 0; s < kTail; ++s) {
-          const float* p = in + tail_offset[s][h];
 #pragma unroll
           for (int side = 0; side < 2; ++side) {
             std::uint32_t big, small;
-            split_tf32(p[side], big, small);
+            split_tf32((side == 0 ? in : in_hi)[tail_offset[s][h]], big, small);
             a_tail[s][2 * h + side] = (big & tail_big[s][h]) | (small & tail_small[s][h]);
           }
         }
@@ -1186,17 +1215,51 @@ __global__ void __launch_bounds__(kWgThreads, kWgBlocksPerSm)
         wgmma_tf32<NF>(acc, a_tail[s], desc + (2 * kFull + s) * kDescTile, kFull > 0 || s > 0);
       }
       wgmma_commit_and_wait(acc);
-      // acc[4j..4j+3]: maps 8j + 2t and + 1 of rows g (left) and g + 8 (right).
-      const int map = 2 * t + (gq & 1);
-      float* column = out + map * g.P + q;
+      // acc[4j..4j+3]: maps 8j + 2t and + 1 of rows g and g + 8. Only the last fragment can
+      // pass `maps`.
+      if constexpr (kPool) {
+        const int map = 2 * t + (gq & 1);
+        float* column = out + map * g.P + q;
 #pragma unroll
-      for (int j = 0; j < NF; ++j) {
-        float even = fmaxf(acc[4 * j], acc[4 * j + 2]), odd = fmaxf(acc[4 * j + 1], acc[4 * j + 3]);
-        even = fmaxf(even, __shfl_xor_sync(0xffffffffu, even, 4));
-        odd = fmaxf(odd, __shfl_xor_sync(0xffffffffu, odd, 4));
-        // The window's top row stores the even map. Only the last fragment can pass `maps`.
-        if (q_raw < g.P && (j < NF - 1 || 8 * j + map < maps)) {
-          column[j * 8 * g.P] = tanh_exp2(gq & 1 ? odd : even);
+        for (int j = 0; j < NF; ++j) {
+          float even = fmaxf(acc[4 * j], acc[4 * j + 2]);
+          float odd = fmaxf(acc[4 * j + 1], acc[4 * j + 3]);
+          even = fmaxf(even, __shfl_xor_sync(0xffffffffu, even, 4));
+          odd = fmaxf(odd, __shfl_xor_sync(0xffffffffu, odd, 4));
+          // The window's top row stores the even map.
+          if (q_raw < g.P && (j < NF - 1 || 8 * j + map < maps)) {
+            column[j * 8 * g.P] = tanh_exp2(gq & 1 ? odd : even);
+          }
+        }
+      } else {
+        // Through shared memory: a map's 64 outputs are contiguous in y. The first barrier
+        // waits for the previous tile's reads, the second for this tile's writes.
+        float* row = outputs + 2 * t * kWgStagePitch + 16 * warp + gq;
+        __syncthreads();
+#pragma unroll
+        for (int j = 0; j < NF; ++j) {
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            row[(8 * j + e) * kWgStagePitch] = acc[4 * j + e];
+            row[(8 * j + e) * kWgStagePitch + 8] = acc[4 * j + 2 + e];
+          }
+        }
+        __syncthreads();
+        const int first = tile * 64, count = min(64, g.P - first);
+        if (g.vector_y) {  // 16 float4s a map, 8 maps per pass
+#pragma unroll
+          for (int r = 0; r < NF; ++r) {
+            const int map = 8 * r + tid / 16, c = 4 * (tid % 16);
+            if ((r < NF - 1 || map < maps) && c < count) {
+              *reinterpret_cast<float4*>(out + map * g.P + first + c) =
+                  *reinterpret_cast<const float4*>(outputs + map * kWgStagePitch + c);
+            }
+          }
+        } else {  // 64 floats a map, 2 maps per pass
+          for (int i = tid; i < 64 * maps; i += kWgThreads) {
+            const int map = i / 64, c = i % 64;
+            if (c < count) out[map * g.P + first + c] = outputs[map * kWgStagePitch + c];
+          }
         }
       }
     }
@@ -1223,12 +1286,12 @@ bool wgmma_built() {
   return built;
 }
 
-template <int NF, int kFull, int kTail>
-void launch_pool_wgmma(float* y, const float* x, const float* k, const PoolGeometry& g,
-                       int slices, cudaStream_t stream) {
-  const auto kernel = conv_pool_wgmma_kernel<NF, kFull, kTail>;
-  const int bytes = g.bytes(NF, WgSum<kFull, kTail>::kTiles);
-  allow_dynamic_shared_memory(kernel, bytes, "conv_tanh_maxpool_best");
+template <int NF, int kFull, int kTail, bool kPool>
+void launch_c1_wgmma(float* y, const float* x, const float* k, const WgGeometry& g, int slices,
+                     cudaStream_t stream) {
+  const auto kernel = conv_c1_wgmma_kernel<NF, kFull, kTail, kPool>;
+  const int bytes = g.bytes(NF, WgSum<kFull, kTail>::kTiles, kPool);
+  allow_dynamic_shared_memory(kernel, bytes, kPool ? "conv_tanh_maxpool_best" : "conv_best");
   int device = 0, sms = 0;
   CUDA_CHECK(cudaGetDevice(&device));
   CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
@@ -1239,52 +1302,56 @@ void launch_pool_wgmma(float* y, const float* x, const float* k, const PoolGeome
   CUDA_CHECK_LAUNCH();
 }
 
-template <int kFull, int kTail>
-void launch_pool_wgmma_frags(float* y, const float* x, const float* k, const PoolGeometry& g,
-                             int slices, cudaStream_t stream) {
+template <int kFull, int kTail, bool kPool>
+void launch_c1_wgmma_frags(float* y, const float* x, const float* k, const WgGeometry& g,
+                           int slices, cudaStream_t stream) {
   switch (ceil_div(g.maps, 8)) {  // 6 to 8: 41 to 64 maps
     case 6:
-      return launch_pool_wgmma<6, kFull, kTail>(y, x, k, g, slices, stream);
+      return launch_c1_wgmma<6, kFull, kTail, kPool>(y, x, k, g, slices, stream);
     case 7:
-      return launch_pool_wgmma<7, kFull, kTail>(y, x, k, g, slices, stream);
+      return launch_c1_wgmma<7, kFull, kTail, kPool>(y, x, k, g, slices, stream);
     default:
-      return launch_pool_wgmma<8, kFull, kTail>(y, x, k, g, slices, stream);
+      return launch_c1_wgmma<8, kFull, kTail, kPool>(y, x, k, g, slices, stream);
   }
 }
 
-// The wgmma path for conv + tanh + 2x2 max-pool; false (nothing launched) unless C = 1, blocks
-// of 41 to 64 maps, K = 5 to 7 (see the section's header), and the build has the sm_90a kernel
-// for this device.
-bool run_pool_wgmma(float* y, const float* x, const float* k, const ConvShape& s,
-                    cudaStream_t stream) {
+// The wgmma path for conv + tanh + 2x2 max-pool (kPool) or conv; false (nothing launched)
+// unless C = 1, blocks of 41 to 64 maps, K = 5 to 7 (see the section's header), and the build
+// has the sm_90a kernel for this device.
+template <bool kPool>
+bool run_c1_wgmma(float* y, const float* x, const float* k, const ConvShape& s,
+                  cudaStream_t stream) {
   if (s.C != 1 || s.M < kWgMinMaps || s.K < 5 || s.K > 7) return false;
-  PoolGeometry g{};
+  // Plain, up to K = 6 with rows of whole 32-byte sectors, the FMA kernel streams y faster.
+  if (!kPool && s.K <= 6 && s.W_out() % 8 == 0) return false;
+  WgGeometry g{};
   g.B = s.B;
   g.M = s.M;
   g.H = s.H;
   g.W = s.W;
   g.K = s.K;
-  g.PW = s.W_out() / 2;
-  g.P = s.H_out() / 2 * g.PW;
-  g.inverse_PW = 1.0f / static_cast<float>(std::max(g.PW, 1));
+  g.OW = kPool ? s.W_out() / 2 : s.W_out();
+  g.P = (kPool ? s.H_out() / 2 : s.H_out()) * g.OW;
+  g.inverse_OW = 1.0f / static_cast<float>(std::max(g.OW, 1));
   const int slices = ceil_div(s.M, kWgMaxMaps);
   g.maps = ceil_div(s.M, slices);  // as even as possible
   g.image_floats = ceil_div(s.H * s.W, 4) * 4;
   g.vector_x = (s.H * s.W) % 4 == 0 && reinterpret_cast<std::uintptr_t>(x) % 16 == 0;
+  g.vector_y = g.P % 4 == 0 && reinterpret_cast<std::uintptr_t>(y) % 16 == 0;
   const int most_tiles = 2 * 6 + 1;  // K = 7
   if (g.maps < kWgMinMaps || g.P == 0 || g.P >= (1 << 21) ||
-      g.bytes(kWgMaxMaps / 8, most_tiles) > kWgSharedMax || !wgmma_built()) {
+      g.bytes(kWgMaxMaps / 8, most_tiles, kPool) > kWgSharedMax || !wgmma_built()) {
     return false;
   }
   switch (s.K) {  // 25, 36, 49 terms: whole steps and packed steps
     case 5:
-      launch_pool_wgmma_frags<3, 1>(y, x, k, g, slices, stream);
+      launch_c1_wgmma_frags<3, 1, kPool>(y, x, k, g, slices, stream);
       break;
     case 6:
-      launch_pool_wgmma_frags<4, 2>(y, x, k, g, slices, stream);
+      launch_c1_wgmma_frags<4, 2, kPool>(y, x, k, g, slices, stream);
       break;
     default:
-      launch_pool_wgmma_frags<6, 1>(y, x, k, g, slices, stream);
+      launch_c1_wgmma_frags<6, 1, kPool>(y, x, k, g, slices, stream);
       break;
   }
   return true;
@@ -1490,7 +1557,7 @@ void conv_best(float* y, const float* x, const float* k, const ConvShape& shape,
                cudaStream_t stream) {
   shape.validate();
   if (run_image(y, x, k, shape, stream) || run_gemm(y, x, k, shape, stream) ||
-      run_tiled<false>(y, x, k, shape, stream)) {
+      run_c1_wgmma<false>(y, x, k, shape, stream) || run_tiled<false>(y, x, k, shape, stream)) {
     return;
   }
   const std::int64_t total = shape.y_elements();
@@ -1504,7 +1571,7 @@ void conv_tanh_maxpool_best(float* y, const float* x, const float* k, const Conv
   shape.validate();
   pool.validate(shape);
   if (pool == PoolShape{2, 2} &&
-      (run_pool_wgmma(y, x, k, shape, stream) || run_tiled<true>(y, x, k, shape, stream))) {
+      (run_c1_wgmma<true>(y, x, k, shape, stream) || run_tiled<true>(y, x, k, shape, stream))) {
     return;
   }
   const std::int64_t total = pool.pooled_elements(shape);
