@@ -410,7 +410,10 @@ __global__ void __launch_bounds__(kStreamThreads, 2)
 // a_big*b_small + a_big*b_big (3xTF32): the dropped a_small*b_small is below fp32's own
 // rounding, so the sums are as accurate as fp32 FMAs (exact counts). Three tensor-core
 // products run about as fast as cuBLAS's fp32 SGEMM (43-55 TFLOP/s of direct-convolution
-// work on VGG-16's layers, H100); the split, not the tensor core, limits small M.
+// work on VGG-16's layers, H100); the split, not the tensor core, limits small M. A wgmma
+// version (filters split in registers, the inputs split once per stage in shared memory and
+// read through a descriptor) ran 12-35% slower: 200 registers, one block of 8 warps per SM,
+// latency-bound on each stage's gather, split and barrier (docs/performance.md).
 constexpr int kGemmMaxR = 8 * 1024;  // longest sum C*K*K the offset table holds (32 KB)
 
 struct GemmGeometry {
@@ -1064,6 +1067,11 @@ __device__ __forceinline__ void wgmma_tf32(float (&d)[4 * NF], const std::uint32
 __device__ __forceinline__ void wgmma_fence() {
   asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 }
+// The products read shared memory through the async proxy: this thread's earlier stores to it
+// become visible to them (before the barrier that publishes them to the block).
+__device__ __forceinline__ void fence_shared_for_wgmma() {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
 template <int N>
 __device__ __forceinline__ void wgmma_commit_and_wait(float (&d)[N]) {
   asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
@@ -1121,6 +1129,7 @@ __global__ void __launch_bounds__(kWgThreads, kWgBlocksPerSm)
     split_tf32(used ? scale * k[(m0 + n) * terms + term] : 0.0f, big, small);
     filters[i] = __uint_as_float(part ? small : big);
   }
+  fence_shared_for_wgmma();  // the image loop's first barrier publishes them
   const auto stage = [&](float* dst, int b) {
     const float* src = x + static_cast<std::int64_t>(b) * pixels;
     if (g.vector_x) {
