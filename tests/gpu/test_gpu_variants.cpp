@@ -215,6 +215,10 @@ const ConvShape kSmallShapes[] = {
     // outputs that are not a multiple of 8, a short last tile of 64 outputs, 2 to 4 map slices
     {3, 64, 1, 29, 27, 6}, {2, 130, 1, 21, 19, 7}, {3, 45, 1, 14, 30, 5}, {2, 200, 1, 20, 21, 5},
     {5, 41, 1, 17, 25, 5},
+    // C > 1, 64 maps or more, 64 terms or more, grids of 66 blocks or more (the producer and
+    // consumer GEMM on sm_90a): 64 and 96 maps, 130 over two tiles, filters loaded as float4s
+    // and one value at a time, a short last tile of pixels
+    {16, 96, 8, 34, 35, 3}, {12, 64, 9, 30, 31, 3}, {10, 130, 4, 24, 27, 4},
 };
 
 }  // namespace
