@@ -416,6 +416,14 @@ __global__ void __launch_bounds__(kStreamThreads, 2)
 // large grids take run_gemm_ws below instead.
 constexpr int kGemmMaxR = 8 * 1024;  // longest sum C*K*K the offset table holds (32 KB)
 
+// SMs of the current device.
+int multiprocessor_count() {
+  int device = 0, sms = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  return sms;
+}
+
 struct GemmGeometry {
   int M, R;          // rows of Y (maps) and the sum's length C*K*K
   int K, HW, W;      // filter size, one input plane, x's row length
@@ -426,14 +434,19 @@ struct GemmGeometry {
   bool vector_a;     // k's rows hold whole aligned float4s (R % 4 == 0, k 16-byte aligned)
 };
 
+// The shared-memory address (state space) of a generic pointer into shared memory.
+__device__ __forceinline__ unsigned shared_address(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
 __device__ __forceinline__ void cp_async4(float* dst, const float* src, bool valid) {
-  const auto d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  const unsigned d = shared_address(dst);
   // A source size of 0 fills the 4 bytes with zeros and reads nothing.
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(d), "l"(src),
                "r"(valid ? 4 : 0));
 }
 __device__ __forceinline__ void cp_async16(float* dst, const float* src, bool valid) {
-  const auto d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  const unsigned d = shared_address(dst);
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src),
                "r"(valid ? 16 : 0));
 }
@@ -630,6 +643,22 @@ __global__ void __launch_bounds__(WM * WN * 32, kMinBlocks)
   }
 }
 
+// The GEMM's view of a layer (m_tiles is the launcher's).
+GemmGeometry make_gemm_geometry(const ConvShape& s, const float* k) {
+  GemmGeometry g{};
+  g.M = s.M;
+  g.R = s.C * s.K * s.K;
+  g.K = s.K;
+  g.HW = s.H * s.W;
+  g.W = s.W;
+  g.P = s.H_out() * s.W_out();
+  g.W_out = s.W_out();
+  g.N = std::int64_t{s.B} * g.P;
+  g.chw = std::int64_t{s.C} * g.HW;
+  g.vector_a = g.R % 4 == 0 && reinterpret_cast<std::uintptr_t>(k) % sizeof(float4) == 0;
+  return g;
+}
+
 // One configuration of the GEMM kernel: its shared memory opted in, then launched.
 template <int BM, int BN, int WM, int WN, int BK, int kStages, int kMinBlocks>
 bool launch_gemm_config(float* y, const float* x, const float* k, GemmGeometry g,
@@ -656,25 +685,13 @@ bool launch_gemm_config(float* y, const float* x, const float* k, GemmGeometry g
 // ms; LeNet's conv2: 2.66 against 3.76), as fast at 432, and slower at 576 (C = 64, K = 3,
 // 1000 images: 0.357 against 0.289).
 bool run_gemm(float* y, const float* x, const float* k, const ConvShape& s, cudaStream_t stream) {
-  GemmGeometry g{};
-  g.M = s.M;
-  g.R = s.C * s.K * s.K;
+  const GemmGeometry g = make_gemm_geometry(s, k);
   const bool few_maps = s.M <= 8 || (s.M <= 16 && g.R <= 512);
   if (s.C == 1 || g.R < 32 || g.R > kGemmMaxR || few_maps) return false;
-  g.K = s.K;
-  g.HW = s.H * s.W;
-  g.W = s.W;
-  g.P = s.H_out() * s.W_out();
-  g.W_out = s.W_out();
-  g.N = std::int64_t{s.B} * g.P;
-  g.chw = std::int64_t{s.C} * g.HW;
-  g.vector_a = g.R % 4 == 0 && reinterpret_cast<std::uintptr_t>(k) % sizeof(float4) == 0;
   if (s.M <= 16) return launch_gemm_config<16, 128, 1, 4, 16, 4, 4>(y, x, k, g, stream);
   if (s.M <= 32) return launch_gemm_config<32, 128, 1, 4, 32, 3, 1>(y, x, k, g, stream);
   if (s.M <= 64) return launch_gemm_config<64, 128, 2, 4, 32, 3, 2>(y, x, k, g, stream);
-  int device = 0, sms = 0;
-  CUDA_CHECK(cudaGetDevice(&device));
-  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int sms = multiprocessor_count();
   if (ceil_div(s.M, 128) * ceil_div<std::int64_t>(g.N, 128) >= 2 * sms) {
     return launch_gemm_config<128, 128, 2, 4, 16, 3, 2>(y, x, k, g, stream);
   }
@@ -797,8 +814,7 @@ __global__ void __launch_bounds__(kImageThreads, 2)
       cp_async_wait<0>();
     }
     __syncthreads();  // this chunk (and, the first time, the tables) are in
-    const auto img = static_cast<unsigned>(
-        __cvta_generic_to_shared(buffers + buffer * g.chunk_floats));
+    const unsigned img = shared_address(buffers + buffer * g.chunk_floats);
     const int outputs = chunk_size(chunk) / g.image * g.P;
     float* const y_chunk = y + std::int64_t{chunk} * g.group * g.M * g.P;
 
@@ -880,9 +896,7 @@ void launch_image(float* y, const float* x, const float* k, const ImageGeometry&
                   cudaStream_t stream) {
   const auto kernel = conv_best_image_kernel<NT>;
   allow_dynamic_shared_memory(kernel, g.bytes(NT), "conv_best");
-  int device = 0, sms = 0;
-  CUDA_CHECK(cudaGetDevice(&device));
-  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int sms = multiprocessor_count();
   const int blocks = std::min(g.chunks, 2 * sms);
   kernel<<<blocks, kImageThreads, static_cast<std::size_t>(g.bytes(NT)), stream>>>(y, x, k, g);
   CUDA_CHECK_LAUNCH();
@@ -1009,7 +1023,7 @@ struct WgGeometry {
 // swizzle: 8x4-float core matrices of 128 contiguous bytes, the two of a row group (terms 0-3,
 // 4-7) 128 bytes apart (leading offset), row groups of 8 maps 256 bytes apart (stride offset).
 __device__ __forceinline__ std::uint64_t wgmma_descriptor(const float* tile) {
-  const auto address = static_cast<std::uint32_t>(__cvta_generic_to_shared(tile));
+  const std::uint32_t address = shared_address(tile);
   constexpr std::uint64_t kLeading = 128 >> 4, kStride = 256 >> 4;
   return ((address & 0x3ffff) >> 4) | kLeading << 16 | kStride << 32;
 }
@@ -1075,12 +1089,17 @@ __device__ __forceinline__ void fence_shared_for_wgmma() {
 __device__ __forceinline__ void wgmma_commit() {
   asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
 }
+// Waits until at most kPending committed groups of products are still running.
+template <int kPending, int N>
+__device__ __forceinline__ void wgmma_wait(float (&d)[N]) {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(kPending) : "memory");
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
 template <int N>
 __device__ __forceinline__ void wgmma_commit_and_wait(float (&d)[N]) {
   wgmma_commit();
-  asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-#pragma unroll
-  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+  wgmma_wait<0>(d);
 }
 #endif
 
@@ -1304,9 +1323,7 @@ void launch_c1_wgmma(float* y, const float* x, const float* k, const WgGeometry&
   const auto kernel = conv_c1_wgmma_kernel<NF, kFull, kTail, kPool>;
   const int bytes = g.bytes(NF, WgSum<kFull, kTail>::kTiles, kPool);
   allow_dynamic_shared_memory(kernel, bytes, kPool ? "conv_tanh_maxpool_best" : "conv_best");
-  int device = 0, sms = 0;
-  CUDA_CHECK(cudaGetDevice(&device));
-  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int sms = multiprocessor_count();
   // An sm_90 SM has 228 KB of shared memory, of which each block's reservation takes 1 KB.
   const int per_sm = std::clamp(228 * 1024 / (bytes + 1024), 1, kWgBlocksPerSm);
   const int images = std::clamp(ceil_div(sms * per_sm, slices), 1, g.B);
@@ -1410,9 +1427,6 @@ __device__ __forceinline__ int ws_index(int row, int r, int rows) {
   return (r >> 3) * (rows * 8) + (row >> 3) * 64 + ((r >> 2) & 1) * 32 + (row & 7) * 4;
 }
 
-__device__ __forceinline__ unsigned shared_address(const void* p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
 __device__ __forceinline__ void mbarrier_init(std::uint64_t* bar, int count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(shared_address(bar)), "r"(count)
                : "memory");
@@ -1432,12 +1446,6 @@ __device__ __forceinline__ void mbarrier_wait(std::uint64_t* bar, int parity) {
                  : "r"(shared_address(bar)), "r"(parity)
                  : "memory");
   } while (!done);
-}
-template <int N>
-__device__ __forceinline__ void wgmma_wait_pending(float (&d)[64]) {
-  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
-#pragma unroll
-  for (int i = 0; i < 64; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
 // d += A * B, 64 rows x 128 columns x 8 terms, both operands read from shared memory.
@@ -1474,7 +1482,6 @@ __device__ __forceinline__ void store_split4(float* big, float* small, int i, co
   *reinterpret_cast<uint4*>(small + i) = make_uint4(s[0], s[1], s[2], s[3]);
 }
 #endif
-
 
 template <int CWG>
 __global__ void __launch_bounds__(128 * (CWG + 1), 1)
@@ -1587,10 +1594,10 @@ __global__ void __launch_bounds__(128 * (CWG + 1), 1)
       wgmma_tf32_ss(acc, a_big_desc + j * kATile, x_big_desc + j * kXTile);
     }
     wgmma_commit();
-    wgmma_wait_pending<1>(acc);  // stage kt - 1's products are done: free it
+    wgmma_wait<1>(acc);  // stage kt - 1's products are done: free it
     if (kt > 0) mbarrier_arrive(&empty[(kt - 1) % kWsStages]);
   }
-  wgmma_wait_pending<0>(acc);
+  wgmma_wait<0>(acc);
 
   // acc[4j..4j+3]: maps row and row + 8, pixels 8j + 2t and + 1.
   const int row = 64 * cw + 16 * warp + gq;
@@ -1629,29 +1636,17 @@ void launch_gemm_ws(float* y, const float* x, const float* k, GemmGeometry g,
 // kernel for this device.
 bool run_gemm_ws(float* y, const float* x, const float* k, const ConvShape& s,
                  cudaStream_t stream) {
-  GemmGeometry g{};
-  g.M = s.M;
-  g.R = s.C * s.K * s.K;
+  const GemmGeometry g = make_gemm_geometry(s, k);
   if (s.C == 1 || s.M < 64 || g.R < 64 || g.R > kGemmMaxR || !wgmma_built()) return false;
-  g.K = s.K;
-  g.HW = s.H * s.W;
-  g.W = s.W;
-  g.P = s.H_out() * s.W_out();
-  g.W_out = s.W_out();
-  g.N = std::int64_t{s.B} * g.P;
-  g.chw = std::int64_t{s.C} * g.HW;
-  g.vector_a = g.R % 4 == 0 && reinterpret_cast<std::uintptr_t>(k) % sizeof(float4) == 0;
   if (g.N > INT_MAX - kWsPixels || ceil_div<std::int64_t>(g.N, kWsPixels) * g.M > INT_MAX) {
     return false;
   }
   // One block per SM: grids of fewer blocks than half the SMs ran faster on run_gemm's smaller
   // tiles (M = 200, C = 24, 3 images of 11x13: 0.016 against 0.025 ms).
-  int device = 0, sms = 0;
-  CUDA_CHECK(cudaGetDevice(&device));
-  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  const std::int64_t blocks = ceil_div<std::int64_t>(g.N, kWsPixels) * ceil_div(g.M, 128);
-  if (2 * blocks < sms) return false;
-  if (s.M <= 64) {
+  const int groups = s.M <= 64 ? 1 : 2;  // consumer warp groups
+  const std::int64_t blocks = ceil_div<std::int64_t>(g.N, kWsPixels) * ceil_div(g.M, 64 * groups);
+  if (2 * blocks < multiprocessor_count()) return false;
+  if (groups == 1) {
     launch_gemm_ws<1>(y, x, k, g, stream);
   } else {
     launch_gemm_ws<2>(y, x, k, g, stream);
