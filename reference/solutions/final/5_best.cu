@@ -29,9 +29,12 @@
 //  - Other C > 1 shapes with more than 16 maps and sums of 32 terms or more (VGG-16's layers,
 //    say), or 9 to 16 maps and sums above 512 terms: an implicit GEMM on the tensor cores,
 //    3xTF32 as well, gathering its inputs from global memory (run_gemm; on Hopper, large grids
-//    run_gemm_ws: a producer warp group splits each stage once for the warp-group products,
-//    10-22% faster on VGG-16). The stream kernel below ran VGG-16 in 1,054 ms against cuDNN's
-//    5.4; this path runs it in 8.3 (9.8 without run_gemm_ws).
+//    run_gemm_ws: a producer warp group splits each stage once for the warp-group products, a
+//    persistent grid). The stream kernel below ran VGG-16 in 1,054 ms against cuDNN's 5.4; the
+//    GEMM in 9.8, 8.3 with run_gemm_ws.
+//  - On Hopper, K = 3 with 64 channels and 64 maps or more (VGG-16 from conv1-2 on):
+//    Winograd's F(4x4, 3x3) around run_gemm_ws's kernel (run_winograd), as cuDNN does there:
+//    VGG-16 in 4.36 ms against cuDNN's 5.43, every layer faster (1.08-1.98x, H100).
 //  - Other C > 1 shapes: channels stream. For 4 maps at a time, each input row of a 2x4 tile
 //    is loaded once per channel and feeds all 4; filters come from constant memory (step 4),
 //    in chunks of maps that fit, one launch per chunk, or for K = 6, 7 from shared memory.
@@ -432,6 +435,10 @@ struct GemmGeometry {
   std::int64_t chw;  // one image of x
   int m_tiles;       // blocks along M for one column tile
   bool vector_a;     // k's rows hold whole aligned float4s (R % 4 == 0, k 16-byte aligned)
+  // run_gemm_ws: `batches` independent products, these floats apart in x, k and y
+  int batches;
+  std::int64_t batch_x, batch_k, batch_y;
+  bool vector_y;  // run_gemm_ws: y's rows of P hold whole aligned float2s
 };
 
 // The shared-memory address (state space) of a generic pointer into shared memory.
@@ -656,6 +663,7 @@ GemmGeometry make_gemm_geometry(const ConvShape& s, const float* k) {
   g.N = std::int64_t{s.B} * g.P;
   g.chw = std::int64_t{s.C} * g.HW;
   g.vector_a = g.R % 4 == 0 && reinterpret_cast<std::uintptr_t>(k) % sizeof(float4) == 0;
+  g.batches = 1;
   return g;
 }
 
@@ -1393,17 +1401,25 @@ bool run_c1_wgmma(float* y, const float* x, const float* k, const ConvShape& s,
 // inputs) into registers, splits every value once into its TF32 parts and stores both parts in
 // the descriptors' K-major layout; the consumers only issue products. Barriers in shared memory
 // (mbarrier) hand the stages over, a full and an empty one per stage, so that neither side
-// waits for the whole block.
-// Measured on an H100 (VGG-16 at batch 16, fastest of 10, L2 flushed) against run_gemm: 10-22%
-// faster on every layer from C = 64 on (conv4-2 1.16 to 0.92 ms, conv1-2 1.31 to 1.16). Shared
-// memory is what bounds it now (84% busy: the three products read both operands' parts, and
-// the producer writes them). A first version without the producer, every thread splitting the
-// values it had copied between the block's barriers, ran 12-35% slower than run_gemm: 200
-// registers, one block of 8 warps per SM, latency-bound on each stage's gather, split and
-// barrier.
+// waits for the whole block. The grid is persistent (as many blocks as fit at once, each taking
+// tiles in turn), and the producer's loads run 2 or 3 stages ahead of its stores, across tiles:
+// a block's start, its pipeline's fill and its outputs' stores no longer leave the tensor cores
+// idle. Outputs are stored as pairs (float2) where y's rows allow.
+// Measured on an H100 (VGG-16 at batch 16, fastest of 10, L2 flushed): against run_gemm 10-22%
+// faster on every layer from C = 64 on (conv4-2 1.16 to 0.92 ms, conv1-2 1.31 to 1.16), then
+// persistent, loads ahead and paired stores 0.92 to 0.79 (conv4-2), 1.16 to 1.01 (conv1-2),
+// 0.167 to 0.133 (M = 128, C = 16, K = 5, 64 images of 40x40). Shared memory bounded the first
+// version (84% busy: the three products read both operands' parts, and the producer writes
+// them). A first version without the producer, every thread splitting the values it had
+// copied between the block's barriers, ran 12-35% slower than run_gemm: 200 registers, one
+// block of 8 warps per SM, latency-bound on each stage's gather, split and barrier.
 constexpr int kWsPixels = 128;  // the products' N: pixels per block
 constexpr int kWsTerms = 16;    // terms per stage
 constexpr int kWsStages = 4;
+// Stages the producer's loads run ahead of the one it stores: as many as its registers allow
+// (one block of two consumer groups per SM, two blocks of one: 128 registers a thread).
+template <int CWG>
+constexpr int kWsAhead = CWG == 1 ? 2 : 3;
 
 template <int CWG>  // consumer warp groups, 64 maps each
 struct WsLayout {
@@ -1483,8 +1499,28 @@ __device__ __forceinline__ void store_split4(float* big, float* small, int i, co
 }
 #endif
 
+// One tile of the persistent GEMM: tile `index` of the grid's sequence, in product `batch`.
+struct WsTile {
+  int index, tiles_per_batch, m_tiles, maps;
+  int batch = 0, m0 = 0, n0 = 0;
+  __device__ WsTile(unsigned i, int per_batch, int m_tiles_, int maps_)
+      : index(static_cast<int>(i)), tiles_per_batch(per_batch), m_tiles(m_tiles_), maps(maps_) {
+    locate();
+  }
+  __device__ void advance(unsigned step) {
+    index += static_cast<int>(step);
+    locate();
+  }
+  __device__ void locate() {
+    batch = index / tiles_per_batch;
+    const int rest = index - batch * tiles_per_batch;
+    m0 = rest % m_tiles * maps;
+    n0 = rest / m_tiles * kWsPixels;
+  }
+};
+
 template <int CWG>
-__global__ void __launch_bounds__(128 * (CWG + 1), 1)
+__global__ void __launch_bounds__(128 * (CWG + 1), CWG == 1 ? 2 : 1)
     conv_best_gemm_ws_kernel(float* __restrict__ y, const float* __restrict__ x,
                              const float* __restrict__ k, const GemmGeometry g) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -1499,10 +1535,10 @@ __global__ void __launch_bounds__(128 * (CWG + 1), 1)
 
   const int tid = static_cast<int>(threadIdx.x);
   // The batch's pixels fit an int here (run_gemm_ws).
-  const int m0 = static_cast<int>(blockIdx.x % g.m_tiles) * L::kMaps;
-  const int n0 = static_cast<int>(blockIdx.x / g.m_tiles) * kWsPixels;
   const int pixels = static_cast<int>(g.N);
   const int r_tiles = ceil_div(g.R, kWsTerms);
+  const int tiles_per_batch = g.m_tiles * ceil_div(pixels, kWsPixels);
+  const int tiles = tiles_per_batch * g.batches;
   for (int r = tid; r < r_tiles * kWsTerms; r += NT) {
     offsets[r] = r < g.R ? sum_term_offset(r, g.K, g.W, g.HW) : -1;
   }
@@ -1514,22 +1550,37 @@ __global__ void __launch_bounds__(128 * (CWG + 1), 1)
   }
   __syncthreads();  // the table and the barriers
 
+  // The block's tiles in turn (m fastest, then pixels, then the batch of products), the stages
+  // of all of them in one ring: the producer fills the next tile's while the consumers store
+  // the last one's outputs. Stage `it` of the block uses buffer it % kWsStages.
+  const WsTile first{blockIdx.x, tiles_per_batch, g.m_tiles, L::kMaps};
   if (tid < 128) {
-    // Producer: pixel n0 + tid of X and map m0 + tid of A (when the block has that many).
-    const int n = n0 + tid;
-    const bool n_valid = n < pixels;
+    const bool has_map = tid < L::kMaps;
+    // The loads run kWsAhead stages ahead of the stores, across tiles: `next` is the tile of
+    // the next stage to load, `next_kt` its stage, and these its pixel's and map's rows.
+    WsTile next = first;
+    int next_kt = 0;
+    bool n_valid = false, m_valid = false;
     const float* x_base = x;
-    if (n_valid) {
-      const int b = n / g.P, pix = n - b * g.P, h = pix / g.W_out;
-      x_base = x + b * g.chw + std::int64_t{h} * g.W + (pix - h * g.W_out);
-    }
-    const bool has_map = tid < L::kMaps, m_valid = has_map && m0 + tid < g.M;
-    const float* a_row = k + std::int64_t{m_valid ? m0 + tid : 0} * g.R;
-#pragma unroll 1
-    for (int kt = 0; kt < r_tiles; ++kt) {
-      const int s = kt % kWsStages;
-      const int r0 = kt * kWsTerms;
-      float xv[kWsTerms], av[kWsTerms];
+    const float* a_row = k;
+    auto find_rows = [&] {  // pixel n0 + tid of X, map m0 + tid of A (when the block has it)
+      const int n = next.n0 + tid;
+      const bool in_grid = next.index < tiles;
+      n_valid = in_grid && n < pixels;
+      x_base = x + next.batch * g.batch_x;
+      if (n_valid) {
+        const int b = n / g.P, pix = n - b * g.P, h = pix / g.W_out;
+        x_base += b * g.chw + std::int64_t{h} * g.W + (pix - h * g.W_out);
+      }
+      m_valid = in_grid && has_map && next.m0 + tid < g.M;
+      a_row = k + next.batch * g.batch_k + std::int64_t{m_valid ? next.m0 + tid : 0} * g.R;
+    };
+    find_rows();
+    using Terms = float[kWsTerms];
+    // The next stage's values into registers (zeros past the sum, the pixels, the maps or the
+    // block's last tile).
+    auto load = [&](Terms& xv, Terms& av) {
+      const int r0 = next_kt * kWsTerms;
 #pragma unroll
       for (int r = 0; r < kWsTerms; ++r) {
         const int off = offsets[r0 + r];
@@ -1550,7 +1601,16 @@ __global__ void __launch_bounds__(128 * (CWG + 1), 1)
 #pragma unroll
         for (int r = 0; r < kWsTerms; ++r) av[r] = m_valid && r0 + r < g.R ? a_row[r0 + r] : 0.0f;
       }
-      if (kt >= kWsStages) mbarrier_wait(&empty[s], (kt / kWsStages - 1) & 1);
+      if (++next_kt == r_tiles) {
+        next_kt = 0;
+        next.advance(gridDim.x);
+        find_rows();
+      }
+    };
+    // Splits the block's stage `it` into its buffer once the consumers have freed it.
+    auto store = [&](int it, const Terms& xv, const Terms& av) {
+      const int s = it % kWsStages;
+      if (it >= kWsStages) mbarrier_wait(&empty[s], (it / kWsStages - 1) & 1);
       float* a_big = stages + s * L::kStageFloats;
       float* a_small = a_big + L::kAFloats;
       float* x_big = a_small + L::kAFloats;
@@ -1566,67 +1626,115 @@ __global__ void __launch_bounds__(128 * (CWG + 1), 1)
       }
       fence_shared_for_wgmma();
       mbarrier_arrive(&full[s]);
+    };
+    // The loads of the next kAhead stages are in flight while one is split and stored: a
+    // register ring of kAhead + 1 stages, unrolled so that its indices are constants.
+    constexpr int kAhead = kWsAhead<CWG>, kRing = kAhead + 1;
+    float xv[kRing][kWsTerms], av[kRing][kWsTerms];
+    const int my_tiles = first.index < tiles ? (tiles - 1 - first.index) / gridDim.x + 1 : 0;
+    const int stages_total = my_tiles * r_tiles;
+#pragma unroll
+    for (int i = 0; i < kAhead; ++i) load(xv[i], av[i]);
+#pragma unroll 1
+    for (int it0 = 0; it0 < stages_total; it0 += kRing) {
+#pragma unroll
+      for (int i = 0; i < kRing; ++i) {
+        if (it0 + i >= stages_total) break;
+        load(xv[(i + kAhead) % kRing], av[(i + kAhead) % kRing]);
+        store(it0 + i, xv[i], av[i]);
+      }
     }
     return;
   }
 
   // Consumer warp group cw: maps m0 + 64 cw ... + 63.
   const int cw = tid / 128 - 1, warp = tid / 32 % 4, lane = tid % 32, gq = lane / 4, t = lane % 4;
-  float acc[64];
-#pragma unroll
-  for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
   constexpr std::uint64_t kATile = L::kMaps * 8 * 4 / 16, kXTile = kWsPixels * 8 * 4 / 16;
+  int it0 = 0;
 #pragma unroll 1
-  for (int kt = 0; kt < r_tiles; ++kt) {
-    const int s = kt % kWsStages;
-    mbarrier_wait(&full[s], (kt / kWsStages) & 1);
-    const float* a_big = stages + s * L::kStageFloats + cw * 512;  // this group's 8 row groups
-    const std::uint64_t a_big_desc = wgmma_descriptor(a_big);
-    const std::uint64_t a_small_desc = wgmma_descriptor(a_big + L::kAFloats);
-    const float* x_big = stages + s * L::kStageFloats + 2 * L::kAFloats;
-    const std::uint64_t x_big_desc = wgmma_descriptor(x_big);
-    const std::uint64_t x_small_desc = wgmma_descriptor(x_big + L::kXFloats);
-    wgmma_fence();
+  for (WsTile tile = first; (tile.index < tiles); tile.advance(gridDim.x)) {
+    float acc[64];
 #pragma unroll
-    for (int j = 0; j < kWsTerms / 8; ++j) {
-      wgmma_tf32_ss(acc, a_small_desc + j * kATile, x_big_desc + j * kXTile);
-      wgmma_tf32_ss(acc, a_big_desc + j * kATile, x_small_desc + j * kXTile);
-      wgmma_tf32_ss(acc, a_big_desc + j * kATile, x_big_desc + j * kXTile);
+    for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+#pragma unroll 1
+    for (int kt = 0; kt < r_tiles; ++kt) {
+      const int it = it0 + kt, s = it % kWsStages;
+      mbarrier_wait(&full[s], (it / kWsStages) & 1);
+      const float* a_big = stages + s * L::kStageFloats + cw * 512;  // this group's row groups
+      const std::uint64_t a_big_desc = wgmma_descriptor(a_big);
+      const std::uint64_t a_small_desc = wgmma_descriptor(a_big + L::kAFloats);
+      const float* x_big = stages + s * L::kStageFloats + 2 * L::kAFloats;
+      const std::uint64_t x_big_desc = wgmma_descriptor(x_big);
+      const std::uint64_t x_small_desc = wgmma_descriptor(x_big + L::kXFloats);
+      wgmma_fence();
+#pragma unroll
+      for (int j = 0; j < kWsTerms / 8; ++j) {
+        wgmma_tf32_ss(acc, a_small_desc + j * kATile, x_big_desc + j * kXTile);
+        wgmma_tf32_ss(acc, a_big_desc + j * kATile, x_small_desc + j * kXTile);
+        wgmma_tf32_ss(acc, a_big_desc + j * kATile, x_big_desc + j * kXTile);
+      }
+      wgmma_commit();
+      wgmma_wait<1>(acc);  // the previous stage's products are done: free it
+      if (kt > 0) mbarrier_arrive(&empty[(it - 1) % kWsStages]);
     }
-    wgmma_commit();
-    wgmma_wait<1>(acc);  // stage kt - 1's products are done: free it
-    if (kt > 0) mbarrier_arrive(&empty[(kt - 1) % kWsStages]);
-  }
-  wgmma_wait<0>(acc);
+    wgmma_wait<0>(acc);
+    it0 += r_tiles;
+    mbarrier_arrive(&empty[(it0 - 1) % kWsStages]);
 
-  // acc[4j..4j+3]: maps row and row + 8, pixels 8j + 2t and + 1.
-  const int row = 64 * cw + 16 * warp + gq;
+    // acc[4j..4j+3]: maps row and row + 8, pixels 8j + 2t and + 1.
+    float* y_batch = y + tile.batch * g.batch_y;
+    const int row = 64 * cw + 16 * warp + gq;
 #pragma unroll
-  for (int j = 0; j < 16; ++j) {
+    for (int j = 0; j < 16; ++j) {
+      const int col = tile.n0 + 8 * j + 2 * t;
+      if (g.vector_y && col < pixels) {  // both pixels in one image: pairs as float2s
+        const int b = col / g.P;
+        float* out = y_batch + std::int64_t{b} * g.M * g.P + (col - b * g.P);
 #pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const int col = n0 + 8 * j + 2 * t + e;
-      if (col >= pixels) continue;
-      const int b = col / g.P;
-      float* out = y + std::int64_t{b} * g.M * g.P + (col - b * g.P);
+        for (int half = 0; half < 2; ++half) {
+          const int m = tile.m0 + row + 8 * half;
+          if (m < g.M) {
+            *reinterpret_cast<float2*>(out + std::int64_t{m} * g.P) =
+                make_float2(acc[4 * j + 2 * half], acc[4 * j + 2 * half + 1]);
+          }
+        }
+        continue;
+      }
 #pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int m = m0 + row + 8 * half;
-        if (m < g.M) out[std::int64_t{m} * g.P] = acc[4 * j + 2 * half + e];
+      for (int e = 0; e < 2; ++e) {
+        if (col + e >= pixels) continue;
+        const int b = (col + e) / g.P;
+        float* out = y_batch + std::int64_t{b} * g.M * g.P + (col + e - b * g.P);
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int m = tile.m0 + row + 8 * half;
+          if (m < g.M) out[std::int64_t{m} * g.P] = acc[4 * j + 2 * half + e];
+        }
       }
     }
   }
 #endif
 }
 
+// `batches` products, g.batch_* floats apart: as many blocks as fit on the GPU at once, or
+// one per tile when there are fewer tiles.
 template <int CWG>
 void launch_gemm_ws(float* y, const float* x, const float* k, GemmGeometry g,
-                    cudaStream_t stream) {
+                    cudaStream_t stream, int batches = 1) {
   g.m_tiles = ceil_div(g.M, 64 * CWG);
-  const std::int64_t blocks = g.m_tiles * ceil_div<std::int64_t>(g.N, kWsPixels);
+  g.batches = batches;
+  g.vector_y = g.P % 2 == 0 && g.batch_y % 2 == 0 &&
+               reinterpret_cast<std::uintptr_t>(y) % sizeof(float2) == 0;
+  const std::int64_t tiles = std::int64_t{g.m_tiles} * ceil_div<std::int64_t>(g.N, kWsPixels) *
+                             batches;
   const std::size_t smem = WsLayout<CWG>::bytes(g.R);
   auto* kernel = conv_best_gemm_ws_kernel<CWG>;
   allow_dynamic_shared_memory(kernel, static_cast<std::int64_t>(smem), "conv_best");
+  int per_sm = 0;
+  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 128 * (CWG + 1),
+                                                           smem));
+  const std::int64_t blocks =
+      std::min<std::int64_t>(tiles, std::int64_t{std::max(per_sm, 1)} * multiprocessor_count());
   kernel<<<static_cast<unsigned>(blocks), 128 * (CWG + 1), smem, stream>>>(y, x, k, g);
   CUDA_CHECK_LAUNCH();
 }
@@ -1651,6 +1759,260 @@ bool run_gemm_ws(float* y, const float* x, const float* k, const ConvShape& s,
   } else {
     launch_gemm_ws<2>(y, x, k, g, stream);
   }
+  return true;
+}
+
+// K = 3 with 64 channels and 64 maps or more (VGG-16's layers from conv1-2 on), on Hopper:
+// Winograd's F(4x4, 3x3) around the producer-consumer GEMM above.
+//
+// A 4x4 tile of outputs is A^T [sum_c (G g_c G^T) . (B^T d_c B)] A, d_c the tile's 6x6 input
+// patch in channel c, g_c its 3x3 filter and . the element-wise product: 36 products per
+// channel and tile where the direct sum takes 144. The layer becomes 36 independent GEMMs, one
+// per position t of the 6x6 transform: Z[t][m][p] = sum_c U[t][m][c] V[t][c][p], U the
+// transformed filters, V the transformed input tiles and p a tile of the batch. Two kernels
+// transform filters and inputs into a workspace, run_gemm_ws's kernel multiplies (a 1x1 conv
+// of one image of P pixels per product, still 3xTF32), and a third kernel transforms Z back
+// into y. The workspace (U, V and Z: about 4.5 times x and y) comes from the stream-ordered
+// pool. cuDNN's fp32 class runs this algorithm on VGG-16 too (WINOGRAD_NONFUSED); the direct
+// GEMM, with 2.25 times the multiplies, stayed 0.52-0.88 times cuDNN's speed on those layers.
+// Accuracy: the input transform scales values by up to 100 and the output transform cancels
+// what it adds, so the sums lose more to rounding than a direct one: on VGG-16's layers the
+// worst error is 1.4 to 3.6 times the direct GEMM's, 0.16 to 0.42 of the fp32 class's bound
+// (the bench's check), as cuDNN's Winograd. Points 0, 1, -1, 2, -2 (1/2 and -1/2 measured no
+// more exact). The exact-count models have no such layer.
+// Measured on an H100 (VGG-16 at batch 16, fastest of 10, L2 flushed): conv4-2 0.91 ms with the
+// direct GEMM, 0.34 so (cuDNN 0.48); conv1-2 1.16 to 0.91 (cuDNN 1.01), where the transforms
+// take half the time at 78-86% of DRAM bandwidth.
+constexpr int kWinoTile = 4;                  // outputs per tile side
+constexpr int kWinoPatch = kWinoTile + 2;     // inputs per patch side
+constexpr int kWinoT = kWinoPatch * kWinoPatch;  // products per channel and tile
+constexpr int kWinoThreads = 256;
+
+// The transforms' matrices, as function objects so that unrolled code folds them into
+// constants.
+struct WinoBt {  // B^T, 6 x 6
+  __device__ __forceinline__ float operator()(int i, int j) const {
+    constexpr float kBt[kWinoPatch][kWinoPatch] = {{4, 0, -5, 0, 1, 0},  {0, -4, -4, 1, 1, 0},
+                                                   {0, 4, -4, -1, 1, 0}, {0, -2, -1, 2, 1, 0},
+                                                   {0, 2, -1, -2, 1, 0}, {0, 4, 0, -5, 0, 1}};
+    return kBt[i][j];
+  }
+};
+struct WinoG {  // G, 6 x 3
+  __device__ __forceinline__ float operator()(int i, int j) const {
+    constexpr float kG[kWinoPatch][3] = {{1.0f / 4, 0, 0},
+                                         {-1.0f / 6, -1.0f / 6, -1.0f / 6},
+                                         {-1.0f / 6, 1.0f / 6, -1.0f / 6},
+                                         {1.0f / 24, 1.0f / 12, 1.0f / 6},
+                                         {1.0f / 24, -1.0f / 12, 1.0f / 6},
+                                         {0, 0, 1}};
+    return kG[i][j];
+  }
+};
+struct WinoAt {  // A^T, 4 x 6
+  __device__ __forceinline__ float operator()(int i, int j) const {
+    constexpr float kAt[kWinoTile][kWinoPatch] = {
+        {1, 1, 1, 1, 1, 0}, {0, 1, -1, 2, -2, 0}, {0, 1, 1, 4, 4, 0}, {0, 1, -1, 8, -8, 1}};
+    return kAt[i][j];
+  }
+};
+// out = L in L^T for a constant L (rows x cols, given by `l`) and a cols x cols `in`.
+template <int kRows, int kCols, typename Matrix>
+__device__ __forceinline__ void wino_sandwich(float (&out)[kRows][kRows],
+                                              const float (&in)[kCols][kCols], Matrix l) {
+  float half[kRows][kCols];
+#pragma unroll
+  for (int i = 0; i < kRows; ++i) {
+#pragma unroll
+    for (int j = 0; j < kCols; ++j) {
+      float s = 0.0f;
+#pragma unroll
+      for (int e = 0; e < kCols; ++e) {
+        if (l(i, e) != 0.0f) s = fmaf(l(i, e), in[e][j], s);
+      }
+      half[i][j] = s;
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < kRows; ++i) {
+#pragma unroll
+    for (int j = 0; j < kRows; ++j) {
+      float s = 0.0f;
+#pragma unroll
+      for (int e = 0; e < kCols; ++e) {
+        if (l(j, e) != 0.0f) s = fmaf(half[i][e], l(j, e), s);
+      }
+      out[i][j] = s;
+    }
+  }
+}
+
+struct WinoGeometry {
+  int M, C, H, W, H_out, W_out;
+  int tiles_h, tiles_w;  // tiles per image column and row
+  int P;                 // tiles in the batch: B * tiles_h * tiles_w
+  bool vector_y;         // y 16-byte aligned and W_out a multiple of 4: rows of tiles as float4s
+};
+
+// U[t][m][c] = (G g G^T)[t], g = k[m][c]: one thread per (m, c).
+__global__ void __launch_bounds__(kWinoThreads)
+    conv_best_wino_filters(float* __restrict__ u, const float* __restrict__ k, int M, int C) {
+  const std::int64_t mc = std::int64_t{blockIdx.x} * kWinoThreads + threadIdx.x;
+  const std::int64_t count = std::int64_t{M} * C;
+  if (mc >= count) return;
+  constexpr WinoG kG;
+  float g[3][3];
+#pragma unroll
+  for (int i = 0; i < 9; ++i) g[i / 3][i % 3] = k[mc * 9 + i];
+  // G g G^T with G 6 x 3: the sandwich's "in" is 3 x 3, padded here to the 6 x 6 it takes.
+  float gt[kWinoPatch][3];
+#pragma unroll
+  for (int i = 0; i < kWinoPatch; ++i) {
+#pragma unroll
+    for (int j = 0; j < 3; ++j) {
+      float s = 0.0f;
+#pragma unroll
+      for (int e = 0; e < 3; ++e) {
+        if (kG(i, e) != 0.0f) s = fmaf(kG(i, e), g[e][j], s);
+      }
+      gt[i][j] = s;
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < kWinoPatch; ++i) {
+#pragma unroll
+    for (int j = 0; j < kWinoPatch; ++j) {
+      float s = 0.0f;
+#pragma unroll
+      for (int e = 0; e < 3; ++e) {
+        if (kG(j, e) != 0.0f) s = fmaf(gt[i][e], kG(j, e), s);
+      }
+      u[(i * kWinoPatch + j) * count + mc] = s;
+    }
+  }
+}
+
+// V[t][c][p] = (B^T d B)[t], d the 6x6 patch of tile p in channel c (zeros past the image):
+// one thread per (c, p), p fastest, so each of the 36 stores is coalesced.
+__global__ void __launch_bounds__(kWinoThreads)
+    conv_best_wino_inputs(float* __restrict__ v, const float* __restrict__ x, WinoGeometry g) {
+  const std::int64_t cp = std::int64_t{blockIdx.x} * kWinoThreads + threadIdx.x;
+  const std::int64_t count = std::int64_t{g.C} * g.P;
+  if (cp >= count) return;
+  const int c = static_cast<int>(cp / g.P), p = static_cast<int>(cp - std::int64_t{c} * g.P);
+  const int per_image = g.tiles_h * g.tiles_w;
+  const int b = p / per_image, tile = p - b * per_image;
+  const int h0 = tile / g.tiles_w * kWinoTile, w0 = (tile % g.tiles_w) * kWinoTile;
+  const float* plane = x + (std::int64_t{b} * g.C + c) * g.H * g.W;
+  float d[kWinoPatch][kWinoPatch];
+#pragma unroll
+  for (int i = 0; i < kWinoPatch; ++i) {
+#pragma unroll
+    for (int j = 0; j < kWinoPatch; ++j) {
+      const bool inside = h0 + i < g.H && w0 + j < g.W;
+      d[i][j] = inside ? __ldg(plane + (h0 + i) * g.W + w0 + j) : 0.0f;
+    }
+  }
+  float t[kWinoPatch][kWinoPatch];
+  wino_sandwich<kWinoPatch, kWinoPatch>(t, d, WinoBt{});
+#pragma unroll
+  for (int i = 0; i < kWinoT; ++i) v[i * count + cp] = t[i / kWinoPatch][i % kWinoPatch];
+}
+
+// y's tile p of map m = (A^T Z A), Z[t] = z[t][m][p]: one thread per (m, p), p fastest.
+__global__ void __launch_bounds__(kWinoThreads)
+    conv_best_wino_outputs(float* __restrict__ y, const float* __restrict__ z, WinoGeometry g) {
+  const std::int64_t mp = std::int64_t{blockIdx.x} * kWinoThreads + threadIdx.x;
+  const std::int64_t count = std::int64_t{g.M} * g.P;
+  if (mp >= count) return;
+  float zt[kWinoPatch][kWinoPatch];
+#pragma unroll
+  for (int i = 0; i < kWinoT; ++i) zt[i / kWinoPatch][i % kWinoPatch] = z[i * count + mp];
+  float out[kWinoTile][kWinoTile];
+  wino_sandwich<kWinoTile, kWinoPatch>(out, zt, WinoAt{});
+  const int m = static_cast<int>(mp / g.P), p = static_cast<int>(mp - std::int64_t{m} * g.P);
+  const int per_image = g.tiles_h * g.tiles_w;
+  const int b = p / per_image, tile = p - b * per_image;
+  const int h0 = tile / g.tiles_w * kWinoTile, w0 = (tile % g.tiles_w) * kWinoTile;
+  float* map = y + (std::int64_t{b} * g.M + m) * g.H_out * g.W_out;
+#pragma unroll
+  for (int i = 0; i < kWinoTile; ++i) {
+    if (h0 + i >= g.H_out) break;
+    float* row = map + (h0 + i) * g.W_out + w0;
+    if (g.vector_y) {
+      *reinterpret_cast<float4*>(row) = make_float4(out[i][0], out[i][1], out[i][2], out[i][3]);
+      continue;
+    }
+#pragma unroll
+    for (int j = 0; j < kWinoTile; ++j) {
+      if (w0 + j < g.W_out) row[j] = out[i][j];
+    }
+  }
+}
+
+// The Winograd path; false (nothing launched) for other shapes (outputs narrower than a tile
+// would waste most of it), without the sm_90a GEMM, or when the workspace cannot be allocated.
+bool run_winograd(float* y, const float* x, const float* k, const ConvShape& s,
+                  cudaStream_t stream) {
+  if (s.K != 3 || s.C < 64 || s.M < 64 || s.C > kGemmMaxR || s.H_out() < kWinoTile ||
+      s.W_out() < kWinoTile || !wgmma_built()) {
+    return false;
+  }
+  WinoGeometry g{s.M, s.C, s.H, s.W, s.H_out(), s.W_out(), 0, 0, 0, false};
+  g.vector_y = g.W_out % kWinoTile == 0 && reinterpret_cast<std::uintptr_t>(y) % 16 == 0;
+  g.tiles_h = ceil_div(g.H_out, kWinoTile);
+  g.tiles_w = ceil_div(g.W_out, kWinoTile);
+  const std::int64_t tiles = std::int64_t{s.B} * g.tiles_h * g.tiles_w;
+  if (tiles > INT_MAX - kWsPixels) return false;
+  g.P = static_cast<int>(tiles);
+  const std::int64_t u_floats = std::int64_t{kWinoT} * s.M * s.C;
+  const std::int64_t v_floats = std::int64_t{kWinoT} * s.C * g.P;
+  const std::int64_t z_floats = std::int64_t{kWinoT} * s.M * g.P;
+  if (ceil_div<std::int64_t>(std::int64_t{s.M} * g.P, kWinoThreads) > INT_MAX ||
+      ceil_div<std::int64_t>(std::int64_t{s.C} * g.P, kWinoThreads) > INT_MAX ||
+      ceil_div<std::int64_t>(g.P, kWsPixels) * s.M * kWinoT > INT_MAX) {
+    return false;
+  }
+  // Stream-ordered from the device's pool, which keeps what it holds between calls (so that
+  // only the first call pays for the memory).
+  int device = 0;
+  cudaMemPool_t pool = nullptr;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device));
+  std::uint64_t keep = UINT64_MAX;
+  CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+  void* workspace = nullptr;
+  const auto bytes = static_cast<std::size_t>(u_floats + v_floats + z_floats) * sizeof(float);
+  if (cudaMallocAsync(&workspace, bytes, stream) != cudaSuccess) {
+    (void)cudaGetLastError();  // too large for the free memory: the direct GEMM instead
+    return false;
+  }
+  float* u = static_cast<float*>(workspace);
+  float* v = u + u_floats;
+  float* z = v + v_floats;
+  conv_best_wino_filters<<<static_cast<unsigned>(ceil_div<std::int64_t>(
+                               std::int64_t{s.M} * s.C, kWinoThreads)),
+                           kWinoThreads, 0, stream>>>(u, k, s.M, s.C);
+  CUDA_CHECK_LAUNCH();
+  conv_best_wino_inputs<<<static_cast<unsigned>(ceil_div<std::int64_t>(
+                              std::int64_t{s.C} * g.P, kWinoThreads)),
+                          kWinoThreads, 0, stream>>>(v, x, g);
+  CUDA_CHECK_LAUNCH();
+  // Each product as a 1x1 conv of C channels on one image of 1 x P pixels.
+  GemmGeometry gg = make_gemm_geometry(ConvShape{1, s.M, s.C, 1, g.P, 1}, u);
+  gg.batch_k = std::int64_t{s.M} * s.C;
+  gg.batch_x = std::int64_t{s.C} * g.P;
+  gg.batch_y = std::int64_t{s.M} * g.P;
+  if (s.M <= 64) {
+    launch_gemm_ws<1>(z, v, u, gg, stream, kWinoT);
+  } else {
+    launch_gemm_ws<2>(z, v, u, gg, stream, kWinoT);
+  }
+  conv_best_wino_outputs<<<static_cast<unsigned>(ceil_div<std::int64_t>(
+                               std::int64_t{s.M} * g.P, kWinoThreads)),
+                           kWinoThreads, 0, stream>>>(y, z, g);
+  CUDA_CHECK_LAUNCH();
+  CUDA_CHECK(cudaFreeAsync(workspace, stream));
   return true;
 }
 
@@ -1853,7 +2215,8 @@ bool run_tiled(float* y, const float* x, const float* k, const ConvShape& s, cud
 void conv_best(float* y, const float* x, const float* k, const ConvShape& shape,
                cudaStream_t stream) {
   shape.validate();
-  if (run_image(y, x, k, shape, stream) || run_gemm_ws(y, x, k, shape, stream) ||
+  if (run_image(y, x, k, shape, stream) || run_winograd(y, x, k, shape, stream) ||
+      run_gemm_ws(y, x, k, shape, stream) ||
       run_gemm(y, x, k, shape, stream) ||
       run_c1_wgmma<false>(y, x, k, shape, stream) || run_tiled<false>(y, x, k, shape, stream)) {
     return;
