@@ -233,6 +233,7 @@ const ConvShape kSmallShapes[] = {
     // that ends inside a stage and filters loaded one value at a time, an odd number of tiles,
     // exact tiles with float4 rows, more products' tiles than blocks
     {3, 70, 65, 19, 23, 3}, {5, 96, 80, 13, 30, 3}, {2, 64, 64, 14, 14, 3}, {4, 128, 64, 66, 66, 3},
+    {2, 64, 512, 10, 10, 3},  // a sum of 4608 terms: the transforms' rounding within the bound
 };
 
 }  // namespace
@@ -298,6 +299,13 @@ TEST_CASE("the student's fused stub throws NotImplemented naming its file") {
 
 TEST_CASE("GPU variants handle more images than gridDim.y and gridDim.z allow") {
   check_all_variants(ConvShape{70000, 2, 1, 5, 5, 3}, /*with_cpu=*/true);
+}
+
+TEST_CASE("GPU variants match cuDNN on sums longer than one chunk of the GEMM's offset table") {
+  // 1030 channels, 9270 terms: two chunks, the second adding to y; 64 maps on 67 blocks of
+  // pixels (the producer-consumer GEMM on sm_90a) and on a small grid (the mma.sync GEMM)
+  check_all_variants(ConvShape{4, 64, 1030, 48, 48, 3}, /*with_cpu=*/false);
+  check_all_variants(ConvShape{2, 40, 1030, 8, 9, 3}, /*with_cpu=*/true);
 }
 
 TEST_CASE("GPU variants match cuDNN on a large batch of the project's layer") {

@@ -32,7 +32,7 @@
 //    run_gemm_ws: a producer warp group splits each stage once for the warp-group products, a
 //    persistent grid). The stream kernel below ran VGG-16 in 1,054 ms against cuDNN's 5.4; the
 //    GEMM in 9.8, 8.3 with run_gemm_ws.
-//  - On Hopper, K = 3 with 64 channels and 64 maps or more (VGG-16 from conv1-2 on):
+//  - On Hopper, K = 3 with 64 to 1024 channels and 64 maps or more (VGG-16 from conv1-2 on):
 //    Winograd's F(4x4, 3x3) around run_gemm_ws's kernel (run_winograd), as cuDNN does there:
 //    VGG-16 in 4.36 ms against cuDNN's 5.43, every layer faster (1.08-1.98x, H100).
 //  - Other C > 1 shapes: channels stream. For 4 maps at a time, each input row of a 2x4 tile
@@ -417,7 +417,7 @@ __global__ void __launch_bounds__(kStreamThreads, 2)
 // products run about as fast as cuBLAS's fp32 SGEMM (43-55 TFLOP/s of direct-convolution
 // work on VGG-16's layers, H100); the split, not the tensor core, limits small M. On Hopper,
 // large grids take run_gemm_ws below instead.
-constexpr int kGemmMaxR = 8 * 1024;  // longest sum C*K*K the offset table holds (32 KB)
+constexpr int kGemmMaxR = 8 * 1024;  // longest sum the offset table holds (32 KB): a chunk's
 
 // SMs of the current device.
 int multiprocessor_count() {
@@ -435,6 +435,8 @@ struct GemmGeometry {
   std::int64_t chw;  // one image of x
   int m_tiles;       // blocks along M for one column tile
   bool vector_a;     // k's rows hold whole aligned float4s (R % 4 == 0, k 16-byte aligned)
+  int k_stride;      // floats from one filter to the next: R, or the layer's C*K*K for a chunk
+  bool accumulate;   // a later chunk of channels: add to y (for_channel_chunks)
   // run_gemm_ws: `batches` independent products, these floats apart in x, k and y
   int batches;
   std::int64_t batch_x, batch_k, batch_y;
@@ -461,6 +463,11 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N));
+}
+
+// Stores v at *out, or adds it to *out for a later chunk of channels (g.accumulate).
+__device__ __forceinline__ void store_or_add(float* out, float v, const GemmGeometry& g) {
+  *out = g.accumulate ? *out + v : v;
 }
 
 // Offset in x[b] of term r of a C*K*K sum (channel c, filter row p, column q) from its output's
@@ -560,7 +567,7 @@ __global__ void __launch_bounds__(WM * WN * 32, kMinBlocks)
       for (int i = tid; i < BM * kGemmBK / 4; i += NT) {
         const int row = i / (kGemmBK / 4), col = (i % (kGemmBK / 4)) * 4;
         const bool valid = m0 + row < g.M && r0 + col < g.R;
-        const float* src = valid ? k + std::int64_t{m0 + row} * g.R + r0 + col : k;
+        const float* src = valid ? k + std::int64_t{m0 + row} * g.k_stride + r0 + col : k;
         cp_async16(a_s + row * Stage::kAPitch + col, src, valid);
       }
     } else {
@@ -568,7 +575,7 @@ __global__ void __launch_bounds__(WM * WN * 32, kMinBlocks)
       for (int i = tid; i < BM * kGemmBK; i += NT) {
         const int row = i / kGemmBK, col = i % kGemmBK;
         const bool valid = m0 + row < g.M && r0 + col < g.R;
-        const float* src = valid ? k + std::int64_t{m0 + row} * g.R + r0 + col : k;
+        const float* src = valid ? k + std::int64_t{m0 + row} * g.k_stride + r0 + col : k;
         cp_async4(a_s + row * Stage::kAPitch + col, src, valid);
       }
     }
@@ -643,7 +650,7 @@ __global__ void __launch_bounds__(WM * WN * 32, kMinBlocks)
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
           const int m = m0 + wm0 + i * 16 + gq + 8 * half;
-          if (m < g.M) out[std::int64_t{m} * g.P] = acc[i][j][2 * half + e];
+          if (m < g.M) store_or_add(out + std::int64_t{m} * g.P, acc[i][j][2 * half + e], g);
         }
       }
     }
@@ -663,8 +670,26 @@ GemmGeometry make_gemm_geometry(const ConvShape& s, const float* k) {
   g.N = std::int64_t{s.B} * g.P;
   g.chw = std::int64_t{s.C} * g.HW;
   g.vector_a = g.R % 4 == 0 && reinterpret_cast<std::uintptr_t>(k) % sizeof(float4) == 0;
+  g.k_stride = g.R;
   g.batches = 1;
   return g;
+}
+
+// Sums longer than the offset table (kGemmMaxR terms) as chunks of whole channels, one
+// launch(x, k, geometry) each: every chunk after the first adds its part to y. (C = 1025,
+// K = 3 took 735 ms in the stream kernel.)
+template <typename Launch>
+void for_channel_chunks(const GemmGeometry& g, const float* x, const float* k, Launch launch) {
+  const int kk = g.K * g.K, channels = g.R / kk, chunk = kGemmMaxR / kk;
+  for (int c0 = 0; c0 < channels; c0 += chunk) {
+    GemmGeometry part = g;
+    part.R = std::min(chunk, channels - c0) * kk;
+    part.accumulate = c0 > 0;
+    const float* k_part = k + c0 * kk;
+    part.vector_a = part.R % 4 == 0 && part.k_stride % 4 == 0 &&
+                    reinterpret_cast<std::uintptr_t>(k_part) % sizeof(float4) == 0;
+    launch(x + std::int64_t{c0} * g.HW, k_part, part);
+  }
 }
 
 // One configuration of the GEMM kernel: its shared memory opted in, then launched.
@@ -682,28 +707,38 @@ bool launch_gemm_config(float* y, const float* x, const float* k, GemmGeometry g
   return true;
 }
 
-// The GEMM path for a plain conv; false (nothing launched) for the shapes the tiled kernels
-// run faster: C = 1, short sums (C*K*K < 32), few maps (M <= 8, or M <= 16 with sums of at
-// most 512 terms: a split operand then feeds too few products to pay for its split), and
-// sums too long for the offset table. Tiles measured on an H100 (VGG-16 and small-M layers):
-// 16x128 with 16-row steps and 4 stages for M <= 16, then 3 stages: 32x128 for M <= 32,
-// 64x128 for M <= 64, 128x128 with two blocks per SM (it spills 84 bytes, still the fastest)
-// when that grid fills the GPU twice, else 64x64 with four blocks per SM. For 9 to 16 maps
-// the stream kernel ran faster up to 400 terms (C = 16, K = 5 on 20x20: 1.34 against 1.55
-// ms; LeNet's conv2: 2.66 against 3.76), as fast at 432, and slower at 576 (C = 64, K = 3,
-// 1000 images: 0.357 against 0.289).
-bool run_gemm(float* y, const float* x, const float* k, const ConvShape& s, cudaStream_t stream) {
-  const GemmGeometry g = make_gemm_geometry(s, k);
-  const bool few_maps = s.M <= 8 || (s.M <= 16 && g.R <= 512);
-  if (s.C == 1 || g.R < 32 || g.R > kGemmMaxR || few_maps) return false;
-  if (s.M <= 16) return launch_gemm_config<16, 128, 1, 4, 16, 4, 4>(y, x, k, g, stream);
-  if (s.M <= 32) return launch_gemm_config<32, 128, 1, 4, 32, 3, 1>(y, x, k, g, stream);
-  if (s.M <= 64) return launch_gemm_config<64, 128, 2, 4, 32, 3, 2>(y, x, k, g, stream);
+// The GEMM path for a plain conv; false (nothing launched) for the shapes the tiled kernels run
+// faster: C = 1, short sums (C*K*K < 32) and few maps (M <= 8, or M <= 16 with sums of at most 512
+// terms: a split operand then feeds too few products to pay for its split). Sums longer than the
+// offset table run in chunks of channels (for_channel_chunks). Tiles (launch_gemm) measured on an
+// H100 (VGG-16 and small-M layers): 16x128 with 16-row steps and 4 stages for M <= 16, then 3
+// stages: 32x128 for M <= 32, 64x128 for M <= 64, 128x128 with two blocks per SM (it spills 84
+// bytes, still the fastest) when that grid fills the GPU twice, else 64x64 with four blocks per SM.
+// For 9 to 16 maps the stream kernel ran faster up to 400 terms (C = 16, K = 5 on 20x20: 1.34
+// against 1.55 ms; LeNet's conv2: 2.66 against 3.76), as fast at 432, and slower at 576 (C = 64, K
+// = 3, 1000 images: 0.357 against 0.289).
+bool launch_gemm(float* y, const float* x, const float* k, const GemmGeometry& g,
+                 cudaStream_t stream) {
+  if (g.M <= 16) return launch_gemm_config<16, 128, 1, 4, 16, 4, 4>(y, x, k, g, stream);
+  if (g.M <= 32) return launch_gemm_config<32, 128, 1, 4, 32, 3, 1>(y, x, k, g, stream);
+  if (g.M <= 64) return launch_gemm_config<64, 128, 2, 4, 32, 3, 2>(y, x, k, g, stream);
   const int sms = multiprocessor_count();
-  if (ceil_div(s.M, 128) * ceil_div<std::int64_t>(g.N, 128) >= 2 * sms) {
+  if (ceil_div(g.M, 128) * ceil_div<std::int64_t>(g.N, 128) >= 2 * sms) {
     return launch_gemm_config<128, 128, 2, 4, 16, 3, 2>(y, x, k, g, stream);
   }
   return launch_gemm_config<64, 64, 2, 2, 32, 3, 4>(y, x, k, g, stream);
+}
+
+bool run_gemm(float* y, const float* x, const float* k, const ConvShape& s, cudaStream_t stream) {
+  const GemmGeometry g = make_gemm_geometry(s, k);
+  const bool few_maps = s.M <= 8 || (s.M <= 16 && g.R <= 512);
+  if (s.C == 1 || g.R < 32 || s.K * s.K > kGemmMaxR || few_maps) return false;
+  bool launched = true;  // false when the first chunk's grid was too large: nothing launched
+  auto launch = [&](const float* x_part, const float* k_part, const GemmGeometry& part) {
+    launched = launched && launch_gemm(y, x_part, k_part, part, stream);
+  };
+  for_channel_chunks(g, x, k, launch);
+  return launched;
 }
 
 // C > 1 with at most 32 maps and sums of up to a few hundred terms (LeNet's conv2, odd-shapes'
@@ -1499,6 +1534,7 @@ __device__ __forceinline__ void store_split4(float* big, float* small, int i, co
 }
 #endif
 
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // One tile of the persistent GEMM: tile `index` of the grid's sequence, in product `batch`.
 struct WsTile {
   int index, tiles_per_batch, m_tiles, maps;
@@ -1518,6 +1554,7 @@ struct WsTile {
     n0 = rest / m_tiles * kWsPixels;
   }
 };
+#endif
 
 template <int CWG>
 __global__ void __launch_bounds__(128 * (CWG + 1), CWG == 1 ? 2 : 1)
@@ -1573,7 +1610,7 @@ __global__ void __launch_bounds__(128 * (CWG + 1), CWG == 1 ? 2 : 1)
         x_base += b * g.chw + std::int64_t{h} * g.W + (pix - h * g.W_out);
       }
       m_valid = in_grid && has_map && next.m0 + tid < g.M;
-      a_row = k + next.batch * g.batch_k + std::int64_t{m_valid ? next.m0 + tid : 0} * g.R;
+      a_row = k + next.batch * g.batch_k + std::int64_t{m_valid ? next.m0 + tid : 0} * g.k_stride;
     };
     find_rows();
     using Terms = float[kWsTerms];
@@ -1694,8 +1731,14 @@ __global__ void __launch_bounds__(128 * (CWG + 1), CWG == 1 ? 2 : 1)
         for (int half = 0; half < 2; ++half) {
           const int m = tile.m0 + row + 8 * half;
           if (m < g.M) {
-            *reinterpret_cast<float2*>(out + std::int64_t{m} * g.P) =
-                make_float2(acc[4 * j + 2 * half], acc[4 * j + 2 * half + 1]);
+            auto* pair = reinterpret_cast<float2*>(out + std::int64_t{m} * g.P);
+            float2 v = make_float2(acc[4 * j + 2 * half], acc[4 * j + 2 * half + 1]);
+            if (g.accumulate) {
+              const float2 before = *pair;
+              v.x += before.x;
+              v.y += before.y;
+            }
+            *pair = v;
           }
         }
         continue;
@@ -1708,7 +1751,7 @@ __global__ void __launch_bounds__(128 * (CWG + 1), CWG == 1 ? 2 : 1)
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
           const int m = tile.m0 + row + 8 * half;
-          if (m < g.M) out[std::int64_t{m} * g.P] = acc[4 * j + 2 * half + e];
+          if (m < g.M) store_or_add(out + std::int64_t{m} * g.P, acc[4 * j + 2 * half + e], g);
         }
       }
     }
@@ -1745,7 +1788,7 @@ void launch_gemm_ws(float* y, const float* x, const float* k, GemmGeometry g,
 bool run_gemm_ws(float* y, const float* x, const float* k, const ConvShape& s,
                  cudaStream_t stream) {
   const GemmGeometry g = make_gemm_geometry(s, k);
-  if (s.C == 1 || s.M < 64 || g.R < 64 || g.R > kGemmMaxR || !wgmma_built()) return false;
+  if (s.C == 1 || s.M < 64 || g.R < 64 || s.K * s.K > kGemmMaxR || !wgmma_built()) return false;
   if (g.N > INT_MAX - kWsPixels || ceil_div<std::int64_t>(g.N, kWsPixels) * g.M > INT_MAX) {
     return false;
   }
@@ -1754,16 +1797,19 @@ bool run_gemm_ws(float* y, const float* x, const float* k, const ConvShape& s,
   const int groups = s.M <= 64 ? 1 : 2;  // consumer warp groups
   const std::int64_t blocks = ceil_div<std::int64_t>(g.N, kWsPixels) * ceil_div(g.M, 64 * groups);
   if (2 * blocks < multiprocessor_count()) return false;
-  if (groups == 1) {
-    launch_gemm_ws<1>(y, x, k, g, stream);
-  } else {
-    launch_gemm_ws<2>(y, x, k, g, stream);
-  }
+  auto launch = [&](const float* x_part, const float* k_part, const GemmGeometry& part) {
+    if (groups == 1) {
+      launch_gemm_ws<1>(y, x_part, k_part, part, stream);
+    } else {
+      launch_gemm_ws<2>(y, x_part, k_part, part, stream);
+    }
+  };
+  for_channel_chunks(g, x, k, launch);
   return true;
 }
 
-// K = 3 with 64 channels and 64 maps or more (VGG-16's layers from conv1-2 on), on Hopper:
-// Winograd's F(4x4, 3x3) around the producer-consumer GEMM above.
+// K = 3 with 64 to 1024 channels and 64 maps or more (VGG-16's layers from conv1-2 on), on
+// Hopper: Winograd's F(4x4, 3x3) around the producer-consumer GEMM above.
 //
 // A 4x4 tile of outputs is A^T [sum_c (G g_c G^T) . (B^T d_c B)] A, d_c the tile's 6x6 input
 // patch in channel c, g_c its 3x3 filter and . the element-wise product: 36 products per
@@ -1787,6 +1833,9 @@ constexpr int kWinoTile = 4;                  // outputs per tile side
 constexpr int kWinoPatch = kWinoTile + 2;     // inputs per patch side
 constexpr int kWinoT = kWinoPatch * kWinoPatch;  // products per channel and tile
 constexpr int kWinoThreads = 256;
+// Channels at most: the worst error grows about as sqrt(C) times the bound (0.18 of it at
+// C = 128, 0.30 at 256, 0.42 at 512), so past this the direct GEMM's sums are safer.
+constexpr int kWinoMaxC = 1024;
 
 // The transforms' matrices, as function objects so that unrolled code folds them into
 // constants.
@@ -1954,7 +2003,7 @@ __global__ void __launch_bounds__(kWinoThreads)
 // would waste most of it), without the sm_90a GEMM, or when the workspace cannot be allocated.
 bool run_winograd(float* y, const float* x, const float* k, const ConvShape& s,
                   cudaStream_t stream) {
-  if (s.K != 3 || s.C < 64 || s.M < 64 || s.C > kGemmMaxR || s.H_out() < kWinoTile ||
+  if (s.K != 3 || s.C < 64 || s.M < 64 || s.C > kWinoMaxC || s.H_out() < kWinoTile ||
       s.W_out() < kWinoTile || !wgmma_built()) {
     return false;
   }
@@ -1963,7 +2012,8 @@ bool run_winograd(float* y, const float* x, const float* k, const ConvShape& s,
   g.tiles_h = ceil_div(g.H_out, kWinoTile);
   g.tiles_w = ceil_div(g.W_out, kWinoTile);
   const std::int64_t tiles = std::int64_t{s.B} * g.tiles_h * g.tiles_w;
-  if (tiles > INT_MAX - kWsPixels) return false;
+  // The GEMM's offsets into one product's V (c * P) are ints.
+  if (tiles > INT_MAX - kWsPixels || tiles * s.C > INT_MAX) return false;
   g.P = static_cast<int>(tiles);
   const std::int64_t u_floats = std::int64_t{kWinoT} * s.M * s.C;
   const std::int64_t v_floats = std::int64_t{kWinoT} * s.C * g.P;
@@ -1975,16 +2025,17 @@ bool run_winograd(float* y, const float* x, const float* k, const ConvShape& s,
   }
   // Stream-ordered from the device's pool, which keeps what it holds between calls (so that
   // only the first call pays for the memory).
+  // (Without memory pools, or without the memory: the direct GEMM instead.)
   int device = 0;
   cudaMemPool_t pool = nullptr;
-  CUDA_CHECK(cudaGetDevice(&device));
-  CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device));
   std::uint64_t keep = UINT64_MAX;
-  CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
   void* workspace = nullptr;
   const auto bytes = static_cast<std::size_t>(u_floats + v_floats + z_floats) * sizeof(float);
-  if (cudaMallocAsync(&workspace, bytes, stream) != cudaSuccess) {
-    (void)cudaGetLastError();  // too large for the free memory: the direct GEMM instead
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetDefaultMemPool(&pool, device) != cudaSuccess ||
+      cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep) != cudaSuccess ||
+      cudaMallocAsync(&workspace, bytes, stream) != cudaSuccess) {
+    (void)cudaGetLastError();
     return false;
   }
   float* u = static_cast<float*>(workspace);
