@@ -1865,7 +1865,7 @@ struct WinoAt {  // A^T, 4 x 6
     return kAt[i][j];
   }
 };
-// out = L in L^T for a constant L (rows x cols, given by `l`) and a cols x cols `in`.
+// out = L in L^T for a constant L (kRows x kCols, given by `l`) and a kCols x kCols `in`.
 template <int kRows, int kCols, typename Matrix>
 __device__ __forceinline__ void wino_sandwich(float (&out)[kRows][kRows],
                                               const float (&in)[kCols][kCols], Matrix l) {
@@ -1909,36 +1909,13 @@ __global__ void __launch_bounds__(kWinoThreads)
   const std::int64_t mc = std::int64_t{blockIdx.x} * kWinoThreads + threadIdx.x;
   const std::int64_t count = std::int64_t{M} * C;
   if (mc >= count) return;
-  constexpr WinoG kG;
   float g[3][3];
 #pragma unroll
   for (int i = 0; i < 9; ++i) g[i / 3][i % 3] = k[mc * 9 + i];
-  // G g G^T with G 6 x 3: the sandwich's "in" is 3 x 3, padded here to the 6 x 6 it takes.
-  float gt[kWinoPatch][3];
+  float t[kWinoPatch][kWinoPatch];
+  wino_sandwich<kWinoPatch, 3>(t, g, WinoG{});
 #pragma unroll
-  for (int i = 0; i < kWinoPatch; ++i) {
-#pragma unroll
-    for (int j = 0; j < 3; ++j) {
-      float s = 0.0f;
-#pragma unroll
-      for (int e = 0; e < 3; ++e) {
-        if (kG(i, e) != 0.0f) s = fmaf(kG(i, e), g[e][j], s);
-      }
-      gt[i][j] = s;
-    }
-  }
-#pragma unroll
-  for (int i = 0; i < kWinoPatch; ++i) {
-#pragma unroll
-    for (int j = 0; j < kWinoPatch; ++j) {
-      float s = 0.0f;
-#pragma unroll
-      for (int e = 0; e < 3; ++e) {
-        if (kG(j, e) != 0.0f) s = fmaf(gt[i][e], kG(j, e), s);
-      }
-      u[(i * kWinoPatch + j) * count + mc] = s;
-    }
-  }
+  for (int i = 0; i < kWinoT; ++i) u[i * count + mc] = t[i / kWinoPatch][i % kWinoPatch];
 }
 
 // V[t][c][p] = (B^T d B)[t], d the 6x6 patch of tile p in channel c (zeros past the image):
