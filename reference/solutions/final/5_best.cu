@@ -1901,6 +1901,16 @@ struct WinoGeometry {
   int tiles_h, tiles_w;  // tiles per image column and row
   int P;                 // tiles in the batch: B * tiles_h * tiles_w
   bool vector_y;         // y 16-byte aligned and W_out a multiple of 4: rows of tiles as float4s
+
+  // Tile p of the batch: its image and its first output's row and column.
+  struct Origin {
+    int b, h0, w0;
+  };
+  __device__ Origin origin(int p) const {
+    const int per_image = tiles_h * tiles_w;
+    const int b = p / per_image, tile = p - b * per_image;
+    return {b, tile / tiles_w * kWinoTile, tile % tiles_w * kWinoTile};
+  }
 };
 
 // U[t][m][c] = (G g G^T)[t], g = k[m][c]: one thread per (m, c).
@@ -1925,10 +1935,8 @@ __global__ void __launch_bounds__(kWinoThreads)
   const std::int64_t cp = std::int64_t{blockIdx.x} * kWinoThreads + threadIdx.x;
   const std::int64_t count = std::int64_t{g.C} * g.P;
   if (cp >= count) return;
-  const int c = static_cast<int>(cp / g.P), p = static_cast<int>(cp - std::int64_t{c} * g.P);
-  const int per_image = g.tiles_h * g.tiles_w;
-  const int b = p / per_image, tile = p - b * per_image;
-  const int h0 = tile / g.tiles_w * kWinoTile, w0 = (tile % g.tiles_w) * kWinoTile;
+  const int c = static_cast<int>(cp / g.P);
+  const auto [b, h0, w0] = g.origin(static_cast<int>(cp - std::int64_t{c} * g.P));
   const float* plane = x + (std::int64_t{b} * g.C + c) * g.H * g.W;
   float d[kWinoPatch][kWinoPatch];
 #pragma unroll
@@ -1956,10 +1964,8 @@ __global__ void __launch_bounds__(kWinoThreads)
   for (int i = 0; i < kWinoT; ++i) zt[i / kWinoPatch][i % kWinoPatch] = z[i * count + mp];
   float out[kWinoTile][kWinoTile];
   wino_sandwich<kWinoTile, kWinoPatch>(out, zt, WinoAt{});
-  const int m = static_cast<int>(mp / g.P), p = static_cast<int>(mp - std::int64_t{m} * g.P);
-  const int per_image = g.tiles_h * g.tiles_w;
-  const int b = p / per_image, tile = p - b * per_image;
-  const int h0 = tile / g.tiles_w * kWinoTile, w0 = (tile % g.tiles_w) * kWinoTile;
+  const int m = static_cast<int>(mp / g.P);
+  const auto [b, h0, w0] = g.origin(static_cast<int>(mp - std::int64_t{m} * g.P));
   float* map = y + (std::int64_t{b} * g.M + m) * g.H_out * g.W_out;
 #pragma unroll
   for (int i = 0; i < kWinoTile; ++i) {
