@@ -1532,6 +1532,16 @@ __device__ __forceinline__ void store_split4(float* big, float* small, int i, co
   *reinterpret_cast<uint4*>(big + i) = make_uint4(b[0], b[1], b[2], b[3]);
   *reinterpret_cast<uint4*>(small + i) = make_uint4(s[0], s[1], s[2], s[3]);
 }
+
+// store_or_add for a pair of outputs.
+__device__ __forceinline__ void store_or_add(float2* out, float2 v, const GemmGeometry& g) {
+  if (g.accumulate) {
+    const float2 before = *out;
+    v.x += before.x;
+    v.y += before.y;
+  }
+  *out = v;
+}
 #endif
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -1731,14 +1741,8 @@ __global__ void __launch_bounds__(128 * (CWG + 1), CWG == 1 ? 2 : 1)
         for (int half = 0; half < 2; ++half) {
           const int m = tile.m0 + row + 8 * half;
           if (m < g.M) {
-            auto* pair = reinterpret_cast<float2*>(out + std::int64_t{m} * g.P);
-            float2 v = make_float2(acc[4 * j + 2 * half], acc[4 * j + 2 * half + 1]);
-            if (g.accumulate) {
-              const float2 before = *pair;
-              v.x += before.x;
-              v.y += before.y;
-            }
-            *pair = v;
+            store_or_add(reinterpret_cast<float2*>(out + std::int64_t{m} * g.P),
+                         make_float2(acc[4 * j + 2 * half], acc[4 * j + 2 * half + 1]), g);
           }
         }
         continue;
@@ -1782,6 +1786,19 @@ void launch_gemm_ws(float* y, const float* x, const float* k, GemmGeometry g,
   CUDA_CHECK_LAUNCH();
 }
 
+// Consumer warp groups for M maps: one up to 64 maps, else two.
+int ws_consumer_groups(int M) { return M <= 64 ? 1 : 2; }
+
+// launch_gemm_ws with ws_consumer_groups(g.M) consumer groups.
+void launch_gemm_ws_for_maps(float* y, const float* x, const float* k, const GemmGeometry& g,
+                             cudaStream_t stream, int batches = 1) {
+  if (ws_consumer_groups(g.M) == 1) {
+    launch_gemm_ws<1>(y, x, k, g, stream, batches);
+  } else {
+    launch_gemm_ws<2>(y, x, k, g, stream, batches);
+  }
+}
+
 // The producer-consumer GEMM for C > 1 with 64 maps or more, sums of 64 terms or more and a
 // grid of half the SMs or more; false (nothing launched) otherwise, or without the sm_90a
 // kernel for this device.
@@ -1794,15 +1811,11 @@ bool run_gemm_ws(float* y, const float* x, const float* k, const ConvShape& s,
   }
   // One block per SM: grids of fewer blocks than half the SMs ran faster on run_gemm's smaller
   // tiles (M = 200, C = 24, 3 images of 11x13: 0.016 against 0.025 ms).
-  const int groups = s.M <= 64 ? 1 : 2;  // consumer warp groups
-  const std::int64_t blocks = ceil_div<std::int64_t>(g.N, kWsPixels) * ceil_div(g.M, 64 * groups);
+  const std::int64_t blocks =
+      ceil_div<std::int64_t>(g.N, kWsPixels) * ceil_div(g.M, 64 * ws_consumer_groups(g.M));
   if (2 * blocks < multiprocessor_count()) return false;
   auto launch = [&](const float* x_part, const float* k_part, const GemmGeometry& part) {
-    if (groups == 1) {
-      launch_gemm_ws<1>(y, x_part, k_part, part, stream);
-    } else {
-      launch_gemm_ws<2>(y, x_part, k_part, part, stream);
-    }
+    launch_gemm_ws_for_maps(y, x_part, k_part, part, stream);
   };
   for_channel_chunks(g, x, k, launch);
   return true;
@@ -2037,11 +2050,7 @@ bool run_winograd(float* y, const float* x, const float* k, const ConvShape& s,
   gg.batch_k = std::int64_t{s.M} * s.C;
   gg.batch_x = std::int64_t{s.C} * g.P;
   gg.batch_y = std::int64_t{s.M} * g.P;
-  if (s.M <= 64) {
-    launch_gemm_ws<1>(z, v, u, gg, stream, kWinoT);
-  } else {
-    launch_gemm_ws<2>(z, v, u, gg, stream, kWinoT);
-  }
+  launch_gemm_ws_for_maps(z, v, u, gg, stream, kWinoT);
   conv_best_wino_outputs<<<static_cast<unsigned>(ceil_div<std::int64_t>(
                                std::int64_t{s.M} * g.P, kWinoThreads)),
                            kWinoThreads, 0, stream>>>(y, z, g);
