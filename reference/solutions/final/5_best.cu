@@ -58,9 +58,11 @@
 // one-thread-per-pooled-output kernel.
 //
 // Why: writing y is the floor of any unfused kernel on the project's layer (10000 x 50 x 24 x
-// 24 floats, 1.15 GB: 0.365 ms for a kernel that only stores, on an H100). Fused, the output
-// is a quarter of that and the 7.2 G FMAs (0.23 ms at the measured FFMA peak) are the floor
-// on the FMA units, which the tensor cores lift.
+// 24 floats, 1.15 GB: 0.365 ms for a kernel that only stores, on an H100). What keeps the FMA
+// kernel above it is the order of its writes, a warp's 96-byte row pieces: with the FMAs taken
+// out it takes 0.430 ms (docs/performance.md). Fused, the output is a quarter of that and
+// the 7.2 G FMAs (0.23 ms at the measured FFMA peak) are the floor on the FMA units, which the
+// tensor cores lift.
 // Measured effect on an H100 (ece408-high, 10000 images, fastest of 20): kernel alone (CUDA
 // events) plain 0.398 ms (previous version 0.684; 1.09x the store-only floor), fused 0.301 ms
 // on the FMA units (48 TFLOP/s of 64 for pure FFMA), 0.226 ms with wgmma. Op Time in the
@@ -1019,7 +1021,8 @@ bool run_image(float* y, const float* x, const float* k, const ConvShape& s, cud
 // lines of y (float4s).
 // Measured on an H100 (fastest of 20, L2 flushed): the project's layer 0.304 to 0.226 ms; M =
 // 64, K = 7 on 40x40, 0.342 to 0.273. The warps are latency-bound at 4 per scheduler (about
-// 300 instructions per tile, the epilogue's pool, tanh and stores a third; tensor pipe 47%).
+// 300 instructions per tile, the epilogue's pool, tanh and stores a third; tensor pipe 47%):
+// with one product per step instead of three it took 0.181 ms, not 40% of the time.
 // Fewer maps lose: M = 27 to 33 ran 1-3% slower than the FMA kernel, so 41 maps at least; K
 // under 5 lose more (M = 64, K = 3: 0.24 against 0.20 ms), the sum then being mostly padding.
 // Plain (fastest of 10, L2 flushed, against the FMA kernel): M = 50, K = 7 on 31x31 0.84 to
