@@ -303,9 +303,18 @@ TEST_CASE("GPU variants handle more images than gridDim.y and gridDim.z allow") 
 
 TEST_CASE("GPU variants match cuDNN on sums longer than one chunk of the GEMM's offset table") {
   // 1030 channels, 9270 terms: two chunks, the second adding to y; 64 maps on 67 blocks of
-  // pixels (the producer-consumer GEMM on sm_90a) and on a small grid (the mma.sync GEMM)
+  // pixels (the producer-consumer GEMM on sm_90a), 40 maps on 68 blocks (the mma.sync GEMM)
   check_all_variants(ConvShape{4, 64, 1030, 48, 48, 3}, /*with_cpu=*/false);
+  check_all_variants(ConvShape{30, 40, 1030, 19, 19, 3}, /*with_cpu=*/false);
+}
+
+TEST_CASE("GPU variants match cuDNN on long sums over few pixels") {
+  // Grids that would leave most SMs idle: the sum in parts on blocks of their own, added at the
+  // end. Parts bounded by the offset table (9270 terms on 84 pixels), filters loaded as float4s
+  // and a short last part (2500 terms), one value at a time, two parts (693 terms)
   check_all_variants(ConvShape{2, 40, 1030, 8, 9, 3}, /*with_cpu=*/true);
+  check_all_variants(ConvShape{1, 24, 100, 9, 7, 5}, /*with_cpu=*/true);
+  check_all_variants(ConvShape{1, 33, 77, 7, 8, 3}, /*with_cpu=*/true);
 }
 
 TEST_CASE("GPU variants match cuDNN on a large batch of the project's layer") {

@@ -31,7 +31,9 @@
 //    3xTF32 as well, gathering its inputs from global memory (run_gemm; on Hopper, large grids
 //    run_gemm_ws: a producer warp group splits each stage once for the warp-group products, a
 //    persistent grid). The stream kernel below ran VGG-16 in 1,054 ms against cuDNN's 5.4; the
-//    GEMM in 9.8, 8.3 with run_gemm_ws.
+//    GEMM in 9.8, 8.3 with run_gemm_ws. Grids that would leave most SMs idle with a long sum
+//    split it into parts on blocks of their own, added at the end (run_gemm_split): C = 1030,
+//    40 maps on 84 pixels 0.65 to 0.033 ms (cuDNN 0.067, H100).
 //  - On Hopper, K = 3 with 64 to 1024 channels and 64 maps or more (VGG-16 from conv1-2 on):
 //    Winograd's F(4x4, 3x3) around run_gemm_ws's kernel (run_winograd), as cuDNN does there:
 //    VGG-16 in 4.36 ms against cuDNN's 5.43, every layer faster (1.08-1.98x, H100).
@@ -443,6 +445,10 @@ struct GemmGeometry {
   int batches;
   std::int64_t batch_x, batch_k, batch_y;
   bool vector_y;  // run_gemm_ws: y's rows of P hold whole aligned float2s
+  // run_gemm_split: blockIdx.y's part of the channels, split_channels of them (0: the whole
+  // sum), written as its own y, split_y floats after the previous part's
+  int split_channels;
+  std::int64_t split_y;
 };
 
 // The shared-memory address (state space) of a generic pointer into shared memory.
@@ -525,11 +531,22 @@ struct GemmStage {
 
 // Block tile BM x BN of Y, WM x WN warps, each warp (BM/WM) x (BN/WN) as 16x8 fragments; the
 // sum advances kGemmBK at a time through kGemmStages stages.
-template <int BM, int BN, int WM, int WN, int kGemmBK, int kGemmStages, int kMinBlocks>
+// kSplit: blockIdx.y's part of a split sum (run_gemm_split); the other kernels compile as if
+// there were no parts.
+template <int BM, int BN, int WM, int WN, int kGemmBK, int kGemmStages, int kMinBlocks,
+          bool kSplit>
 __global__ void __launch_bounds__(WM * WN * 32, kMinBlocks)
     conv_best_gemm_kernel(float* __restrict__ y, const float* __restrict__ x,
-                          const float* __restrict__ k, const GemmGeometry g) {
+                          const float* __restrict__ k, const GemmGeometry geometry) {
   constexpr int NT = WM * WN * 32;
+  GemmGeometry g = geometry;
+  if constexpr (kSplit) {  // this block's part of the sum: its channels, its own y
+    const int kk = g.K * g.K, c0 = static_cast<int>(blockIdx.y) * g.split_channels;
+    x += std::int64_t{c0} * g.HW;
+    k += c0 * kk;
+    y += blockIdx.y * g.split_y;
+    g.R = min(g.split_channels, g.R / kk - c0) * kk;
+  }
   constexpr int kFragM = BM / WM / 16, kFragN = BN / WN / 8;
   constexpr int kXRowStep = NT / BN;  // a thread loads X rows r, r + kXRowStep, ...
   using Stage = GemmStage<BM, BN, kGemmBK, kGemmStages>;
@@ -697,14 +714,22 @@ void for_channel_chunks(const GemmGeometry& g, const float* x, const float* k, L
 // One configuration of the GEMM kernel: its shared memory opted in, then launched.
 template <int BM, int BN, int WM, int WN, int BK, int kStages, int kMinBlocks>
 bool launch_gemm_config(float* y, const float* x, const float* k, GemmGeometry g,
-                        cudaStream_t stream) {
+                        cudaStream_t stream, int parts) {
   g.m_tiles = ceil_div(g.M, BM);
   const std::int64_t blocks = g.m_tiles * ceil_div<std::int64_t>(g.N, BN);
   if (blocks > INT_MAX) return false;
-  const std::size_t smem = GemmStage<BM, BN, BK, kStages>::bytes(g.R);
-  auto* kernel = conv_best_gemm_kernel<BM, BN, WM, WN, BK, kStages, kMinBlocks>;
-  allow_dynamic_shared_memory(kernel, static_cast<std::int64_t>(smem), "conv_best");
-  kernel<<<static_cast<unsigned>(blocks), WM * WN * 32, smem, stream>>>(y, x, k, g);
+  const int R = g.split_channels > 0 ? g.split_channels * g.K * g.K : g.R;  // the longest part
+  const std::size_t smem = GemmStage<BM, BN, BK, kStages>::bytes(R);
+  const auto launch = [&](auto* kernel) {
+    allow_dynamic_shared_memory(kernel, static_cast<std::int64_t>(smem), "conv_best");
+    kernel<<<dim3(static_cast<unsigned>(blocks), parts), WM * WN * 32, smem, stream>>>(y, x, k,
+                                                                                      g);
+  };
+  if (g.split_channels > 0) {
+    launch(conv_best_gemm_kernel<BM, BN, WM, WN, BK, kStages, kMinBlocks, true>);
+  } else {
+    launch(conv_best_gemm_kernel<BM, BN, WM, WN, BK, kStages, kMinBlocks, false>);
+  }
   CUDA_CHECK_LAUNCH();
   return true;
 }
@@ -720,21 +745,88 @@ bool launch_gemm_config(float* y, const float* x, const float* k, GemmGeometry g
 // against 1.55 ms; LeNet's conv2: 2.66 against 3.76), as fast at 432, and slower at 576 (C = 64, K
 // = 3, 1000 images: 0.357 against 0.289).
 bool launch_gemm(float* y, const float* x, const float* k, const GemmGeometry& g,
-                 cudaStream_t stream) {
-  if (g.M <= 16) return launch_gemm_config<16, 128, 1, 4, 16, 4, 4>(y, x, k, g, stream);
-  if (g.M <= 32) return launch_gemm_config<32, 128, 1, 4, 32, 3, 1>(y, x, k, g, stream);
-  if (g.M <= 64) return launch_gemm_config<64, 128, 2, 4, 32, 3, 2>(y, x, k, g, stream);
+                 cudaStream_t stream, int parts = 1) {
+  if (g.M <= 16) return launch_gemm_config<16, 128, 1, 4, 16, 4, 4>(y, x, k, g, stream, parts);
+  if (g.M <= 32) return launch_gemm_config<32, 128, 1, 4, 32, 3, 1>(y, x, k, g, stream, parts);
+  if (g.M <= 64) return launch_gemm_config<64, 128, 2, 4, 32, 3, 2>(y, x, k, g, stream, parts);
   const int sms = multiprocessor_count();
   if (ceil_div(g.M, 128) * ceil_div<std::int64_t>(g.N, 128) >= 2 * sms) {
-    return launch_gemm_config<128, 128, 2, 4, 16, 3, 2>(y, x, k, g, stream);
+    return launch_gemm_config<128, 128, 2, 4, 16, 3, 2>(y, x, k, g, stream, parts);
   }
-  return launch_gemm_config<64, 64, 2, 2, 32, 3, 4>(y, x, k, g, stream);
+  return launch_gemm_config<64, 64, 2, 2, 32, 3, 4>(y, x, k, g, stream, parts);
+}
+
+// A workspace of `bytes` from the device's stream-ordered pool, which keeps what it holds
+// between calls (so that only the first call pays for the memory); nullptr without memory pools
+// or without the memory (the caller then runs another path). Freed with cudaFreeAsync.
+void* pool_workspace(std::size_t bytes, cudaStream_t stream) {
+  int device = 0;
+  cudaMemPool_t pool = nullptr;
+  std::uint64_t keep = UINT64_MAX;
+  void* workspace = nullptr;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetDefaultMemPool(&pool, device) != cudaSuccess ||
+      cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep) != cudaSuccess ||
+      cudaMallocAsync(&workspace, bytes, stream) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return nullptr;
+  }
+  return workspace;
+}
+
+// y = the sum of `parts` partial outputs of n floats each, in order (the same result every call).
+__global__ void conv_best_sum_parts_kernel(float* __restrict__ y, const float* __restrict__ parts,
+                                           int count, std::int64_t n) {
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::int64_t{gridDim.x} * blockDim.x) {
+    float sum = parts[i];
+    for (int p = 1; p < count; ++p) sum += parts[p * n + i];
+    y[i] = sum;
+  }
+}
+
+// Grids that leave most SMs idle with a long sum (few pixels, many channels: C = 1030 on 84
+// pixels took 0.64 ms on one block per chunk): the channels split into parts of at least
+// kSplitMinTerms terms, each part's product on its own blocks (blockIdx.y) into its own copy of
+// y in a pooled workspace, then one kernel adds the parts. False (nothing launched) where the
+// grid is large enough, the sum too short, or the workspace cannot be had.
+constexpr int kSplitMinTerms = 256;
+constexpr int kSplitMaxParts = 32;
+bool run_gemm_split(float* y, const float* x, const float* k, GemmGeometry g,
+                    cudaStream_t stream) {
+  const int sms = multiprocessor_count(), kk = g.K * g.K, channels = g.R / kk;
+  const int rows = g.M <= 16 ? 16 : g.M <= 32 ? 32 : 64;  // launch_gemm's tiles, or smaller
+  const std::int64_t blocks = ceil_div(g.M, rows) * ceil_div<std::int64_t>(g.N, 128);
+  if (2 * blocks > sms) return false;
+  const int by_grid = static_cast<int>(ceil_div<std::int64_t>(sms, blocks));
+  const int by_sum = g.R / kSplitMinTerms, by_table = ceil_div(g.R, kGemmMaxR);
+  const int wanted = std::min({by_grid, by_sum, kSplitMaxParts});
+  if (wanted < 2 || wanted < by_table) return false;
+  g.split_channels = ceil_div(channels, wanted);
+  const int parts = ceil_div(channels, g.split_channels);
+  g.split_y = g.N * g.M;
+  // A part's filters start at c0 * K*K floats: float4 loads need that a multiple of 4.
+  g.vector_a = g.vector_a && g.split_channels * kk % 4 == 0;
+  auto* partial = static_cast<float*>(
+      pool_workspace(static_cast<std::size_t>(parts * g.split_y) * sizeof(float), stream));
+  if (partial == nullptr) return false;
+  if (!launch_gemm(partial, x, k, g, stream, parts)) {
+    CUDA_CHECK(cudaFreeAsync(partial, stream));
+    return false;
+  }
+  conv_best_sum_parts_kernel<<<static_cast<unsigned>(std::min<std::int64_t>(
+                                   ceil_div<std::int64_t>(g.split_y, 256), 4 * sms)),
+                               256, 0, stream>>>(y, partial, parts, g.split_y);
+  CUDA_CHECK_LAUNCH();
+  CUDA_CHECK(cudaFreeAsync(partial, stream));
+  return true;
 }
 
 bool run_gemm(float* y, const float* x, const float* k, const ConvShape& s, cudaStream_t stream) {
   const GemmGeometry g = make_gemm_geometry(s, k);
   const bool few_maps = s.M <= 8 || (s.M <= 16 && g.R <= 512);
   if (s.C == 1 || g.R < 32 || s.K * s.K > kGemmMaxR || few_maps) return false;
+  if (run_gemm_split(y, x, k, g, stream)) return true;
   bool launched = true;  // false when the first chunk's grid was too large: nothing launched
   auto launch = [&](const float* x_part, const float* k_part, const GemmGeometry& part) {
     launched = launched && launch_gemm(y, x_part, k_part, part, stream);
@@ -2022,21 +2114,10 @@ bool run_winograd(float* y, const float* x, const float* k, const ConvShape& s,
       ceil_div<std::int64_t>(g.P, kWsPixels) * s.M * kWinoT > INT_MAX) {
     return false;
   }
-  // Stream-ordered from the device's pool, which keeps what it holds between calls (so that
-  // only the first call pays for the memory).
-  // (Without memory pools, or without the memory: the direct GEMM instead.)
-  int device = 0;
-  cudaMemPool_t pool = nullptr;
-  std::uint64_t keep = UINT64_MAX;
-  void* workspace = nullptr;
-  const auto bytes = static_cast<std::size_t>(u_floats + v_floats + z_floats) * sizeof(float);
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetDefaultMemPool(&pool, device) != cudaSuccess ||
-      cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep) != cudaSuccess ||
-      cudaMallocAsync(&workspace, bytes, stream) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return false;
-  }
+  // (Without the workspace: the direct GEMM instead.)
+  void* workspace = pool_workspace(
+      static_cast<std::size_t>(u_floats + v_floats + z_floats) * sizeof(float), stream);
+  if (workspace == nullptr) return false;
   float* u = static_cast<float*>(workspace);
   float* v = u + u_floats;
   float* z = v + v_floats;
