@@ -814,9 +814,8 @@ bool run_gemm_split(float* y, const float* x, const float* k, GemmGeometry g,
     CUDA_CHECK(cudaFreeAsync(partial, stream));
     return false;
   }
-  conv_best_sum_parts_kernel<<<static_cast<unsigned>(std::min<std::int64_t>(
-                                   ceil_div<std::int64_t>(g.split_y, 256), 4 * sms)),
-                               256, 0, stream>>>(y, partial, parts, g.split_y);
+  conv_best_sum_parts_kernel<<<grid_stride_blocks(g.split_y, 256, 4 * sms), 256, 0, stream>>>(
+      y, partial, parts, g.split_y);
   CUDA_CHECK_LAUNCH();
   CUDA_CHECK(cudaFreeAsync(partial, stream));
   return true;
