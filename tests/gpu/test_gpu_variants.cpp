@@ -311,10 +311,12 @@ TEST_CASE("GPU variants match cuDNN on sums longer than one chunk of the GEMM's 
 TEST_CASE("GPU variants match cuDNN on long sums over few pixels") {
   // Grids that would leave most SMs idle: the sum in parts on blocks of their own, added at the
   // end. Parts bounded by the offset table (9270 terms on 84 pixels), filters loaded as float4s
-  // and a short last part (2500 terms), one value at a time, two parts (693 terms)
+  // and a short last part (2500 terms), one value at a time, two parts (693 terms); parts cut
+  // to the table's length, so one more of them (24563 terms of K = 11 on 50 blocks of pixels)
   check_all_variants(ConvShape{2, 40, 1030, 8, 9, 3}, /*with_cpu=*/true);
   check_all_variants(ConvShape{1, 24, 100, 9, 7, 5}, /*with_cpu=*/true);
   check_all_variants(ConvShape{1, 33, 77, 7, 8, 3}, /*with_cpu=*/true);
+  check_all_variants(ConvShape{4, 16, 203, 50, 50, 11}, /*with_cpu=*/false);
 }
 
 TEST_CASE("GPU variants match cuDNN on a large batch of the project's layer") {

@@ -744,10 +744,14 @@ bool launch_gemm_config(float* y, const float* x, const float* k, GemmGeometry g
 // For 9 to 16 maps the stream kernel ran faster up to 400 terms (C = 16, K = 5 on 20x20: 1.34
 // against 1.55 ms; LeNet's conv2: 2.66 against 3.76), as fast at 432, and slower at 576 (C = 64, K
 // = 3, 1000 images: 0.357 against 0.289).
+// launch_gemm's tile height up to 64 maps (more maps: 128 or 64 rows, by the grid's size).
+constexpr int gemm_tile_rows(int M) { return M <= 16 ? 16 : M <= 32 ? 32 : 64; }
+
 bool launch_gemm(float* y, const float* x, const float* k, const GemmGeometry& g,
                  cudaStream_t stream, int parts = 1) {
-  if (g.M <= 16) return launch_gemm_config<16, 128, 1, 4, 16, 4, 4>(y, x, k, g, stream, parts);
-  if (g.M <= 32) return launch_gemm_config<32, 128, 1, 4, 32, 3, 1>(y, x, k, g, stream, parts);
+  const int rows = gemm_tile_rows(g.M);
+  if (rows == 16) return launch_gemm_config<16, 128, 1, 4, 16, 4, 4>(y, x, k, g, stream, parts);
+  if (rows == 32) return launch_gemm_config<32, 128, 1, 4, 32, 3, 1>(y, x, k, g, stream, parts);
   if (g.M <= 64) return launch_gemm_config<64, 128, 2, 4, 32, 3, 2>(y, x, k, g, stream, parts);
   const int sms = multiprocessor_count();
   if (ceil_div(g.M, 128) * ceil_div<std::int64_t>(g.N, 128) >= 2 * sms) {
@@ -795,14 +799,14 @@ constexpr int kSplitMaxParts = 32;
 bool run_gemm_split(float* y, const float* x, const float* k, GemmGeometry g,
                     cudaStream_t stream) {
   const int sms = multiprocessor_count(), kk = g.K * g.K, channels = g.R / kk;
-  const int rows = g.M <= 16 ? 16 : g.M <= 32 ? 32 : 64;  // launch_gemm's tiles, or smaller
-  const std::int64_t blocks = ceil_div(g.M, rows) * ceil_div<std::int64_t>(g.N, 128);
+  // launch_gemm's tiles, or smaller ones (so at least as many blocks) above 64 maps
+  const std::int64_t blocks = ceil_div(g.M, gemm_tile_rows(g.M)) * ceil_div<std::int64_t>(g.N, 128);
   if (2 * blocks > sms) return false;
   const int by_grid = static_cast<int>(ceil_div<std::int64_t>(sms, blocks));
   const int by_sum = g.R / kSplitMinTerms, by_table = ceil_div(g.R, kGemmMaxR);
   const int wanted = std::min({by_grid, by_sum, kSplitMaxParts});
   if (wanted < 2 || wanted < by_table) return false;
-  g.split_channels = ceil_div(channels, wanted);
+  g.split_channels = std::min(ceil_div(channels, wanted), kGemmMaxR / kk);  // table-bounded
   const int parts = ceil_div(channels, g.split_channels);
   g.split_y = g.N * g.M;
   // A part's filters start at c0 * K*K floats: float4 loads need that a multiple of 4.
