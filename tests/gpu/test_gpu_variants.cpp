@@ -195,6 +195,7 @@ const ConvShape kSmallShapes[] = {
     {3, 12, 1, 29, 29, 4},    // rows of 26 outputs: stored as pairs, not fours
     {2, 10, 3, 20, 20, 3},    // the same with channels: rows of 18
     {2, 4, 1, 30, 30, 7},     // C=1, K=7: the whole patch held in registers
+    {2, 9, 1, 23, 35, 4},     // C=1, K=4, rows of 32: tiles of one row of four
     {2, 5, 1, 25, 20, 7},     // C=1, K=7, rows of 14: tiles of 8x2 that store pairs
     {1, 3, 1, 22, 19, 6},     // C=1, K=6, rows of 14
     {1, 2, 1, 15, 15, 7},     // C=1, K=7, rows of 9: single stores
@@ -321,6 +322,8 @@ TEST_CASE("GPU variants match cuDNN on long sums over few pixels") {
 
 TEST_CASE("GPU variants match cuDNN on a large batch of the project's layer") {
   check_all_variants(ConvShape{2048, 50, 1, 28, 28, 5}, /*with_cpu=*/false);
+  // Enough tiles to fill the GPU several times over (square tiles rather than rows)
+  check_all_variants(ConvShape{8000, 8, 1, 28, 28, 5}, /*with_cpu=*/false);
 }
 
 // cuDNN of the tf32 and fp16 classes (the comparison rows of convlab run) stays within its

@@ -18,7 +18,9 @@
 //  - Registers: 4 blocks of 128 threads per SM, at most 128 registers, no spills (fused); 3
 //    blocks when plain (4 for K = 6, 7). 2x8 tiles ran as fast; 4x8 tiles need more registers
 //    and ran 8-18% slower. Where y's rows take float2 but not float4 stores, 8x2 tiles: each
-//    lane then stores whole pairs next to its neighbours' (1.7x on odd-shapes' conv1).
+//    lane then stores whole pairs next to its neighbours' (1.7x on odd-shapes' conv1). Plain,
+//    K = 4 and 5: 1x4 tiles on grids too small for 4x4 ones to fill the GPU five times over
+//    (always for K = 4), 5-25% faster (row_tiles_faster).
 //  - The patch stays in registers up to K = 7 (10x10 values, 168 registers plain): LeNet's
 //    conv1 (K = 7) took 1.53 ms in the stream kernel below and takes 0.64 ms so.
 //  - C > 1 with 5 to 32 maps, one image in 48 KB and a short enough sum (LeNet's conv2,
@@ -62,7 +64,8 @@
 // Why: writing y is the floor of any unfused kernel on the project's layer (10000 x 50 x 24 x
 // 24 floats, 1.15 GB: 0.365 ms for a kernel that only stores, on an H100). What keeps the FMA
 // kernel above it is the order of its writes, a warp's 96-byte row pieces: with the FMAs taken
-// out it takes 0.430 ms (docs/performance.md). Fused, the output is a quarter of that and
+// out it takes 0.430 ms. Row tiles, whose warps store 512 consecutive bytes, were no faster with
+// the FMAs in (0.406 ms; docs/performance.md). Fused, the output is a quarter of that and
 // the 7.2 G FMAs (0.23 ms at the measured FFMA peak) are the floor on the FMA units, which the
 // tensor cores lift.
 // Measured effect on an H100 (ece408-high, 10000 images, fastest of 20): kernel alone (CUDA
@@ -2229,6 +2232,18 @@ Geometry make_geometry(float* y, const float* x, const ConvShape& s, bool fused,
   return g;
 }
 
+// C = 1, plain, K = 4 or 5 on rows of float4s (g: the 4x4 tiles' geometry): whether 1x4 tiles
+// (a warp stores 512 consecutive bytes of a map, 4 blocks per SM) run faster than 4x4 ones.
+// Measured on an H100: K = 4 always (50 maps on 31x31: 0.075 to 0.059 ms at 1000 images, 0.463
+// to 0.346 at 6000); K = 5 while the 4x4 grid is under five waves of 3 blocks per SM (the
+// project's layer: 5-7% faster at 1000 to 5000 images, as fast at 7000, 1.2% slower at 10000;
+// 12 or 16 maps at 10000 images 3-5% slower). K = 2, 3, 6 and 7 measured slower or mixed.
+bool row_tiles_faster(const Geometry& g, int K) {
+  if (g.store_width != 4 || (K != 4 && K != 5)) return false;
+  const std::int64_t blocks = ceil_div<std::int64_t>(g.tiles, 128) * ceil_div(g.M, kMaxSliceMaps);
+  return K == 4 || blocks < std::int64_t{5} * 3 * multiprocessor_count();
+}
+
 // The C = 1 kernel on all maps: one block per NT tiles and per slice of at most kMaxSliceMaps
 // maps (one slice for the project's layer: fewer, longer blocks measured faster). Returns false
 // (nothing launched) when the grid would be too large.
@@ -2315,7 +2330,8 @@ bool run_tiled(float* y, const float* x, const float* k, const ConvShape& s, cud
           // maps. Plain, one slice and 4x4 tiles, 3 blocks per SM (4 for K >= 6: 8% faster on
           // LeNet's conv1), except where y's rows take float2 but not float4 stores: then 8x2
           // tiles, so a warp's stores are whole consecutive pairs (4x4 tiles write every other
-          // pair per instruction: 0.295 against 0.170 ms on odd-shapes' conv1).
+          // pair per instruction: 0.295 against 0.170 ms on odd-shapes' conv1), and 1x4 tiles
+          // where row_tiles_faster says so.
           if constexpr (kFused) {
             launched = launch_hold<kK, 4, 4, true, 128, 4>(
                 y, x, k, make_geometry(y, x, s, true, 4, 4), stream, kFusedSliceMaps);
@@ -2326,6 +2342,11 @@ bool run_tiled(float* y, const float* x, const float* k, const ConvShape& s, cud
                   y, x, k, make_geometry(y, x, s, false, 8, 2), stream, kMaxSliceMaps);
             } else if constexpr (kK >= 6) {
               launched = launch_hold<kK, 4, 4, false, 128, 4>(y, x, k, g, stream, kMaxSliceMaps);
+            } else if (row_tiles_faster(g, kK)) {
+              if constexpr (kK == 4 || kK == 5) {
+                launched = launch_hold<kK, 1, 4, false, 128, 4>(
+                    y, x, k, make_geometry(y, x, s, false, 1, 4), stream, kMaxSliceMaps);
+              }
             } else {
               launched = launch_hold<kK, 4, 4, false, 128, 3>(y, x, k, g, stream, kMaxSliceMaps);
             }
