@@ -2237,7 +2237,8 @@ Geometry make_geometry(float* y, const float* x, const ConvShape& s, bool fused,
 // Measured on an H100: K = 4 always (50 maps on 31x31: 0.075 to 0.059 ms at 1000 images, 0.463
 // to 0.346 at 6000); K = 5 while the 4x4 grid is under five waves of 3 blocks per SM (the
 // project's layer: 5-7% faster at 1000 to 5000 images, as fast at 7000, 1.2% slower at 10000;
-// 12 or 16 maps at 10000 images 3-5% slower). K = 2, 3, 6 and 7 measured slower or mixed.
+// 12 or 16 maps at 10000 images 3-5% slower). K = 2 and 3 measured mixed (-9% to +12%), K = 7
+// 21-29% slower; K = 1 and 6 were not tried.
 bool row_tiles_faster(const Geometry& g, int K) {
   if (g.store_width != 4 || (K != 4 && K != 5)) return false;
   const std::int64_t blocks = ceil_div<std::int64_t>(g.tiles, 128) * ceil_div(g.M, kMaxSliceMaps);
