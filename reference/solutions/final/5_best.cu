@@ -62,10 +62,10 @@
 // one-thread-per-pooled-output kernel.
 //
 // Why: writing y is the floor of any unfused kernel on the project's layer (10000 x 50 x 24 x
-// 24 floats, 1.15 GB: 0.365 ms for a kernel that only stores, on an H100). What keeps the FMA
-// kernel above it is the order of its writes, a warp's 96-byte row pieces: with the FMAs taken
-// out it takes 0.430 ms. Row tiles, whose warps store 512 consecutive bytes, were no faster with
-// the FMAs in (0.406 ms; docs/performance.md). Fused, the output is a quarter of that and
+// 24 floats, 1.15 GB: 0.365 ms for a kernel that only stores, on an H100). The FMA kernel's
+// writes alone, a warp's 96-byte row pieces, take 0.430 ms with the FMAs taken out, but their
+// order is not the whole gap: row tiles, whose warps store 512 consecutive bytes, were no faster
+// with the FMAs in (0.406 ms; docs/performance.md). Fused, the output is a quarter of that and
 // the 7.2 G FMAs (0.23 ms at the measured FFMA peak) are the floor on the FMA units, which the
 // tensor cores lift.
 // Measured effect on an H100 (ece408-high, 10000 images, fastest of 20): kernel alone (CUDA
