@@ -97,6 +97,12 @@ constexpr int kMaxK = 7;             // largest K of the tiled kernels
 constexpr int kHoldMaxK = 7;         // C = 1: the whole patch stays in registers up to this K
 constexpr int kMaxSliceMaps = 256;   // C = 1: maps per block at most (<= 28 KB of filters)
 constexpr int kFusedSliceMaps = 25;  // C = 1, fused: maps per block at most
+// C = 1 hold kernel launches (measured best on an H100, see run_tiled): threads per block, and
+// blocks per SM for plain 4x4 tiles with K <= 5 and 8x2 tiles (room for 168 registers), or for
+// fused tiles, 1x4 tiles and plain 4x4 tiles with K >= 6 (128 registers).
+constexpr int kHoldThreads = 128;
+constexpr int kHoldBlocksPlain = 3;
+constexpr int kHoldBlocksWide = 4;
 constexpr int kStreamThreads = 256;  // stream kernel block size
 constexpr int kStreamMaps = 4;       // maps accumulated at once when channels stream
 constexpr int kStreamMapsPerBlock = 2 * kStreamMaps;
@@ -2233,16 +2239,20 @@ Geometry make_geometry(float* y, const float* x, const ConvShape& s, bool fused,
 }
 
 // C = 1, plain, K = 4 or 5 on rows of float4s (g: the 4x4 tiles' geometry): whether 1x4 tiles
-// (a warp stores 512 consecutive bytes of a map, 4 blocks per SM) run faster than 4x4 ones.
-// Measured on an H100: K = 4 always (50 maps on 31x31: 0.075 to 0.059 ms at 1000 images, 0.463
-// to 0.346 at 6000); K = 5 while the 4x4 grid is under five waves of 3 blocks per SM (the
-// project's layer: 5-7% faster at 1000 to 5000 images, as fast at 7000, 1.2% slower at 10000;
-// 12 or 16 maps at 10000 images 3-5% slower). K = 2 and 3 measured mixed (-9% to +12%), K = 7
-// 21-29% slower; K = 1 and 6 were not tried.
-bool row_tiles_faster(const Geometry& g, int K) {
-  if (g.store_width != 4 || (K != 4 && K != 5)) return false;
-  const std::int64_t blocks = ceil_div<std::int64_t>(g.tiles, 128) * ceil_div(g.M, kMaxSliceMaps);
-  return K == 4 || blocks < std::int64_t{5} * 3 * multiprocessor_count();
+// (a warp stores 512 consecutive bytes of a map) run faster than 4x4 ones. Measured on an H100:
+// K = 4 always (50 maps on 31x31: 0.075 to 0.059 ms at 1000 images, 0.463 to 0.346 at 6000);
+// K = 5 while the 4x4 grid is under five waves (the project's layer: 5-7% faster at 1000 to
+// 5000 images, as fast at 7000, 1.2% slower at 10000; 12 or 16 maps at 10000 images 3-5%
+// slower). K = 2 and 3 measured mixed (-9% to +12%), K = 7 21-29% slower; K = 1 and 6 were not
+// tried, so only K = 4 and 5 have the 1x4 kernel (kHasRowTiles).
+template <int K>
+constexpr bool kHasRowTiles = K == 4 || K == 5;
+template <int K>
+bool row_tiles_faster(const Geometry& g) {
+  if (!kHasRowTiles<K> || g.store_width != 4) return false;
+  const std::int64_t blocks =
+      ceil_div<std::int64_t>(g.tiles, kHoldThreads) * ceil_div(g.M, kMaxSliceMaps);
+  return K == 4 || blocks < std::int64_t{5} * kHoldBlocksPlain * multiprocessor_count();
 }
 
 // The C = 1 kernel on all maps: one block per NT tiles and per slice of at most kMaxSliceMaps
@@ -2262,6 +2272,18 @@ bool launch_hold(float* y, const float* x, const float* k, Geometry g, cudaStrea
       <<<static_cast<unsigned>(blocks), NT, smem, stream>>>(y, x, k, g);
   CUDA_CHECK_LAUNCH();
   return true;
+}
+
+// Plain 1x4 tiles where they are compiled (kHasRowTiles); false (nothing launched) elsewhere.
+template <int K>
+bool launch_row_tiles(float* y, const float* x, const float* k, const ConvShape& s,
+                      cudaStream_t stream) {
+  if constexpr (kHasRowTiles<K>) {
+    return launch_hold<K, 1, 4, false, kHoldThreads, kHoldBlocksWide>(
+        y, x, k, make_geometry(y, x, s, false, 1, 4), stream, kMaxSliceMaps);
+  } else {
+    return false;
+  }
 }
 
 // The stream kernel: for K >= kStreamSharedMinK, one launch with each block's filters in
@@ -2333,23 +2355,23 @@ bool run_tiled(float* y, const float* x, const float* k, const ConvShape& s, cud
           // tiles, so a warp's stores are whole consecutive pairs (4x4 tiles write every other
           // pair per instruction: 0.295 against 0.170 ms on odd-shapes' conv1), and 1x4 tiles
           // where row_tiles_faster says so.
+          constexpr int kT = kHoldThreads;
           if constexpr (kFused) {
-            launched = launch_hold<kK, 4, 4, true, 128, 4>(
+            launched = launch_hold<kK, 4, 4, true, kT, kHoldBlocksWide>(
                 y, x, k, make_geometry(y, x, s, true, 4, 4), stream, kFusedSliceMaps);
           } else {
             const Geometry g = make_geometry(y, x, s, false, 4, 4);
             if (g.store_width == 2) {
-              launched = launch_hold<kK, 8, 2, false, 128, 3>(
+              launched = launch_hold<kK, 8, 2, false, kT, kHoldBlocksPlain>(
                   y, x, k, make_geometry(y, x, s, false, 8, 2), stream, kMaxSliceMaps);
             } else if constexpr (kK >= 6) {
-              launched = launch_hold<kK, 4, 4, false, 128, 4>(y, x, k, g, stream, kMaxSliceMaps);
-            } else if (row_tiles_faster(g, kK)) {
-              if constexpr (kK == 4 || kK == 5) {
-                launched = launch_hold<kK, 1, 4, false, 128, 4>(
-                    y, x, k, make_geometry(y, x, s, false, 1, 4), stream, kMaxSliceMaps);
-              }
+              launched = launch_hold<kK, 4, 4, false, kT, kHoldBlocksWide>(y, x, k, g, stream,
+                                                                           kMaxSliceMaps);
+            } else if (row_tiles_faster<kK>(g)) {
+              launched = launch_row_tiles<kK>(y, x, k, s, stream);
             } else {
-              launched = launch_hold<kK, 4, 4, false, 128, 3>(y, x, k, g, stream, kMaxSliceMaps);
+              launched = launch_hold<kK, 4, 4, false, kT, kHoldBlocksPlain>(y, x, k, g, stream,
+                                                                           kMaxSliceMaps);
             }
           }
           return;
