@@ -207,6 +207,9 @@ const ConvShape kSmallShapes[] = {
     {20, 130, 3, 32, 33, 3},  // a grid large enough for 128x128 tiles, M over two tiles
     {2, 16, 64, 9, 8, 3},     // 16 maps with a sum of 576 terms: 16-row tiles
     {3, 12, 61, 7, 9, 3},     // 12 maps, 549 terms, C*K*K not a multiple of 4
+    // filters above 7x7 with 5 maps or more: C = 1, 16 maps on an image above 48 KB, and C = 1
+    // on a grid of 64 pixels (too few for a product)
+    {2, 8, 1, 30, 33, 9}, {1, 16, 3, 67, 67, 11}, {2, 5, 1, 40, 21, 13}, {1, 64, 1, 20, 20, 13},
     // small sums over 17 to 48 maps: filters held in registers in 3 to 6 fragments of 8 maps
     {2, 20, 1, 19, 23, 4}, {2, 31, 2, 15, 14, 3}, {2, 37, 1, 12, 13, 5}, {2, 45, 3, 11, 10, 3},
     // sums that fill their last step of 8 terms, or at most half of it (a k = 4 product)

@@ -49,8 +49,10 @@
 //    cores (3xTF32, wgmma: run_c1_wgmma below), except up to K = 6 with rows of whole 32-byte
 //    sectors, where the FMA kernel above streams y faster (the project's layer: 0.401 against
 //    0.437 ms). Elsewhere 1.1 to 1.8 times faster than the FMA kernel.
-// Any other shape (K > 7, one map's filter above 64 KB) runs a plain one-thread-per-output
-// kernel, so the launcher is correct for every shape.
+// Filters above 7x7 run on the implicit GEMM from 5 maps on, C = 1 included (C = 1, 64 maps,
+// K = 9: 0.445 to 0.095 ms, H100). Any other shape (K > 7 with at most 4 maps, one map's filter
+// above 64 KB) runs a plain one-thread-per-output kernel, so the launcher is correct for every
+// shape.
 //
 // The fused launcher (conv_tanh_maxpool_best) runs the same kernels with another epilogue: the
 // thread's conv outputs are max-pooled 2x2, passed through tanh and stored; the conv output
@@ -805,11 +807,15 @@ __global__ void conv_best_sum_parts_kernel(float* __restrict__ y, const float* _
 // grid is large enough, the sum too short, or the workspace cannot be had.
 constexpr int kSplitMinTerms = 256;
 constexpr int kSplitMaxParts = 32;
+// Blocks of launch_gemm's grid, or fewer (its tiles are smaller above 64 maps).
+std::int64_t gemm_grid_blocks(const GemmGeometry& g) {
+  return ceil_div(g.M, gemm_tile_rows(g.M)) * ceil_div<std::int64_t>(g.N, 128);
+}
+
 bool run_gemm_split(float* y, const float* x, const float* k, GemmGeometry g,
                     cudaStream_t stream) {
   const int sms = multiprocessor_count(), kk = g.K * g.K, channels = g.R / kk;
-  // launch_gemm's tiles, or smaller ones (so at least as many blocks) above 64 maps
-  const std::int64_t blocks = ceil_div(g.M, gemm_tile_rows(g.M)) * ceil_div<std::int64_t>(g.N, 128);
+  const std::int64_t blocks = gemm_grid_blocks(g);
   if (2 * blocks > sms) return false;
   const int by_grid = static_cast<int>(ceil_div<std::int64_t>(sms, blocks));
   const int by_sum = g.R / kSplitMinTerms, by_table = ceil_div(g.R, kGemmMaxR);
@@ -817,6 +823,7 @@ bool run_gemm_split(float* y, const float* x, const float* k, GemmGeometry g,
   if (wanted < 2 || wanted < by_table) return false;
   g.split_channels = std::min(ceil_div(channels, wanted), kGemmMaxR / kk);  // table-bounded
   const int parts = ceil_div(channels, g.split_channels);
+  if (parts < 2) return false;  // one channel: nothing to split
   g.split_y = g.N * g.M;
   // A part's filters start at c0 * K*K floats: float4 loads need that a multiple of 4.
   g.vector_a = g.vector_a && g.split_channels * kk % 4 == 0;
@@ -837,7 +844,18 @@ bool run_gemm_split(float* y, const float* x, const float* k, GemmGeometry g,
 bool run_gemm(float* y, const float* x, const float* k, const ConvShape& s, cudaStream_t stream) {
   const GemmGeometry g = make_gemm_geometry(s, k);
   const bool few_maps = s.M <= 8 || (s.M <= 16 && g.R <= 512);
-  if (s.C == 1 || g.R < 32 || s.K * s.K > kGemmMaxR || few_maps) return false;
+  // Filters larger than every tiled kernel's (K > kMaxK) have only the one-thread-per-output
+  // kernel left, which the GEMM beats from 5 maps on, C = 1 included (H100: C = 1, 64 maps,
+  // K = 9 0.448 to 0.097 ms; 16 maps 0.232 to 0.081; C = 3, 16 maps, K = 11 0.128 to 0.044).
+  // Not with 4 maps or fewer, three quarters of its columns or more padding (2 maps, K = 15:
+  // 0.031 against 0.071 ms), nor with C = 1 on grids that fill at most half the SMs, whose sum
+  // cannot be split by channels (64 maps, K = 23, 18x18 outputs: 0.030 against 0.048).
+  const bool only_fallback_left = s.K > kMaxK;
+  const bool declined =
+      only_fallback_left
+          ? s.M <= 4 || (s.C == 1 && 2 * gemm_grid_blocks(g) <= multiprocessor_count())
+          : s.C == 1 || g.R < 32 || few_maps;
+  if (declined || s.K * s.K > kGemmMaxR) return false;
   if (run_gemm_split(y, x, k, g, stream)) return true;
   bool launched = true;  // false when the first chunk's grid was too large: nothing launched
   auto launch = [&](const float* x_part, const float* k_part, const GemmGeometry& part) {
