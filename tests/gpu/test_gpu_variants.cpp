@@ -323,6 +323,16 @@ TEST_CASE("GPU variants match cuDNN on long sums over few pixels") {
   check_all_variants(ConvShape{4, 16, 203, 50, 50, 11}, /*with_cpu=*/false);
 }
 
+TEST_CASE("GPU variants match cuDNN on few maps over many images") {
+  // Channels with few maps or short sums on grids of 39 to 95 blocks of 256 threads in 2x4
+  // tiles: filters in constant memory, in shared memory (K = 7), in constant memory in two
+  // launches of maps (8 x 2700 floats), and one map
+  check_all_variants(ConvShape{100, 4, 4, 32, 32, 5}, /*with_cpu=*/false);
+  check_all_variants(ConvShape{64, 3, 8, 40, 40, 7}, /*with_cpu=*/false);
+  check_all_variants(ConvShape{80, 8, 300, 34, 34, 3}, /*with_cpu=*/false);
+  check_all_variants(ConvShape{64, 1, 64, 56, 56, 3}, /*with_cpu=*/false);
+}
+
 TEST_CASE("GPU variants match cuDNN on a large batch of the project's layer") {
   check_all_variants(ConvShape{2048, 50, 1, 28, 28, 5}, /*with_cpu=*/false);
   // Enough tiles to fill the GPU several times over (square tiles rather than rows)

@@ -108,6 +108,12 @@ constexpr int kHoldBlocksWide = 4;
 constexpr int kStreamThreads = 256;  // stream kernel block size
 constexpr int kStreamMaps = 4;       // maps accumulated at once when channels stream
 constexpr int kStreamMapsPerBlock = 2 * kStreamMaps;
+// Stream kernel: maps per block for a launch of `maps`, whole groups of kStreamMaps, so that
+// little work is wasted on padding.
+constexpr int stream_maps_per_block(int maps) {
+  return maps < kStreamMapsPerBlock ? (maps + kStreamMaps - 1) / kStreamMaps * kStreamMaps
+                                    : kStreamMapsPerBlock;
+}
 constexpr int kStreamSharedMax = 48 * 1024;  // stream kernel: filters in shared memory up to
 constexpr int kStreamSharedMinK = 6;         // ... and from this K on
 constexpr int kConstFloats = 64 * 1024 / sizeof(float);
@@ -841,6 +847,15 @@ bool run_gemm_split(float* y, const float* x, const float* k, GemmGeometry g,
   return true;
 }
 
+// Blocks of the channel-streaming kernel's grid for a plain layer (its first launch, all maps
+// of it where the filters fit: see launch_stream).
+std::int64_t stream_grid_blocks(const ConvShape& s) {
+  const std::int64_t tiles = std::int64_t{s.B} * ceil_div(s.H_out(), kTileH) *
+                             ceil_div(s.W_out(), kStreamTileW);
+  return ceil_div<std::int64_t>(tiles, kStreamThreads) *
+         ceil_div(s.M, stream_maps_per_block(s.M));
+}
+
 bool run_gemm(float* y, const float* x, const float* k, const ConvShape& s, cudaStream_t stream) {
   const GemmGeometry g = make_gemm_geometry(s, k);
   const bool few_maps = s.M <= 8 || (s.M <= 16 && g.R <= 512);
@@ -850,11 +865,19 @@ bool run_gemm(float* y, const float* x, const float* k, const ConvShape& s, cuda
   // Not with 4 maps or fewer, three quarters of its columns or more padding (2 maps, K = 15:
   // 0.031 against 0.071 ms), nor with C = 1 on grids that fill at most half the SMs, whose sum
   // cannot be split by channels (64 maps, K = 23, 18x18 outputs: 0.030 against 0.048).
+  // Layers with C > 1 and few maps or short sums go to the channel-streaming kernel, except
+  // where its grid would be under a quarter of the SMs: there the GEMM's many smaller blocks
+  // wait less (H100, grids of 2 to 30 streaming blocks: C = 16, one map, K = 3 on 16 images of
+  // 32x32 0.023 to 0.014 ms, on 64 images 0.024 to 0.021; C = 2, 6 maps, K = 2 on 128 images
+  // 0.0098 to 0.0074; C = 4, 4 maps, K = 5 on 48 images 0.022 to 0.015). From 39 blocks on
+  // the streaming kernel was faster (C = 4, 4 maps, K = 5 on 100 images: 0.022 against 0.025;
+  // 10,000 images: 0.30 against 1.43).
+  const int sms = multiprocessor_count();
   const bool only_fallback_left = s.K > kMaxK;
-  const bool declined =
-      only_fallback_left
-          ? s.M <= 4 || (s.C == 1 && 2 * gemm_grid_blocks(g) <= multiprocessor_count())
-          : s.C == 1 || g.R < 32 || few_maps;
+  const bool stream_grid_small = 4 * stream_grid_blocks(s) < sms;
+  const bool declined = only_fallback_left
+                            ? s.M <= 4 || (s.C == 1 && 2 * gemm_grid_blocks(g) <= sms)
+                            : s.C == 1 || ((g.R < 32 || few_maps) && !stream_grid_small);
   if (declined || s.K * s.K > kGemmMaxR) return false;
   if (run_gemm_split(y, x, k, g, stream)) return true;
   bool launched = true;  // false when the first chunk's grid was too large: nothing launched
@@ -2320,7 +2343,7 @@ bool launch_stream(float* y, const float* x, const float* k, Geometry g, cudaStr
     if (shared <= kStreamSharedMax) {
       g.m0 = 0;
       g.m_count = g.M;
-      g.maps_per_block = std::min(kStreamMapsPerBlock, ceil_div(g.M, kStreamMaps) * kStreamMaps);
+      g.maps_per_block = stream_maps_per_block(g.M);
       g.map_blocks = ceil_div(g.M, g.maps_per_block);
       if (g.tiles_per_image == INT_MAX || groups * g.map_blocks > INT_MAX) return false;
       conv_best_stream_kernel<K, TW, kFused, true>
@@ -2340,9 +2363,7 @@ bool launch_stream(float* y, const float* x, const float* k, Geometry g, cudaStr
   for (int m0 = 0; m0 < g.M; m0 += maps_per_launch) {
     g.m0 = m0;
     g.m_count = std::min(maps_per_launch, g.M - m0);
-    // Whole groups of kStreamMaps maps per slice, so that little work is wasted on padding.
-    g.maps_per_block =
-        std::min(kStreamMapsPerBlock, ceil_div(g.m_count, kStreamMaps) * kStreamMaps);
+    g.maps_per_block = stream_maps_per_block(g.m_count);
     g.map_blocks = ceil_div(g.m_count, g.maps_per_block);
     // Stream order: this copy lands after the previous chunk's kernel has read the filters.
     CUDA_CHECK(cudaMemcpyToSymbolAsync(c_best_weights, k + m0 * filter,
