@@ -39,7 +39,8 @@
 //  - On Hopper, K = 3 with 64 to 1024 channels and 64 maps or more (VGG-16 from conv1-2 on):
 //    Winograd's F(4x4, 3x3) around run_gemm_ws's kernel (run_winograd), as cuDNN does there:
 //    VGG-16 in 4.36 ms against cuDNN's 5.43, every layer faster (1.08-1.98x, H100).
-//  - Other C > 1 shapes: channels stream. For 4 maps at a time, each input row of a 2x4 tile
+//  - Other C > 1 shapes: channels stream (on grids under a quarter of the SMs' worth of blocks
+//    the GEMM instead, see run_gemm). For 4 maps at a time, each input row of a 2x4 tile
 //    is loaded once per channel and feeds all 4; filters come from constant memory (step 4),
 //    in chunks of maps that fit, one launch per chunk, or for K = 6, 7 from shared memory.
 //    (Holding a channel's patch in registers instead, for 2 to 8 maps at a time, ran within 7%
@@ -50,9 +51,9 @@
 //    sectors, where the FMA kernel above streams y faster (the project's layer: 0.401 against
 //    0.437 ms). Elsewhere 1.1 to 1.8 times faster than the FMA kernel.
 // Filters above 7x7 run on the implicit GEMM from 5 maps on, C = 1 included (C = 1, 64 maps,
-// K = 9: 0.445 to 0.095 ms, H100). Any other shape (K > 7 with at most 4 maps, one map's filter
-// above 64 KB) runs a plain one-thread-per-output kernel, so the launcher is correct for every
-// shape.
+// K = 9: 0.448 to 0.097 ms, H100). Any other shape (K > 7 with at most 4 maps, or with C = 1 on
+// a grid that fills at most half the SMs; one map's filter above 64 KB) runs a plain
+// one-thread-per-output kernel, so the launcher is correct for every shape.
 //
 // The fused launcher (conv_tanh_maxpool_best) runs the same kernels with another epilogue: the
 // thread's conv outputs are max-pooled 2x2, passed through tanh and stored; the conv output
