@@ -29,7 +29,7 @@
 //    run_image). LeNet's conv2 2.49 to 1.32 ms, odd-shapes' 0.40 to 0.19, two-conv's 0.137 to
 //    0.067 (H100).
 //  - Other C > 1 shapes with more than 16 maps and sums of 32 terms or more (VGG-16's layers,
-//    say), or 9 to 16 maps and sums above 512 terms: an implicit GEMM on the tensor cores,
+//    say), or 9 to 16 maps and sums of 256 terms or more: an implicit GEMM on the tensor cores,
 //    3xTF32 as well, gathering its inputs from global memory (run_gemm; on Hopper, large grids
 //    run_gemm_ws: a producer warp group splits each stage once for the warp-group products, a
 //    persistent grid). The stream kernel below ran VGG-16 in 1,054 ms against cuDNN's 5.4; the
@@ -39,8 +39,9 @@
 //  - On Hopper, K = 3 with 64 to 1024 channels and 64 maps or more (VGG-16 from conv1-2 on):
 //    Winograd's F(4x4, 3x3) around run_gemm_ws's kernel (run_winograd), as cuDNN does there:
 //    VGG-16 in 4.36 ms against cuDNN's 5.43, every layer faster (1.08-1.98x, H100).
-//  - Other C > 1 shapes: channels stream (on grids under a quarter of the SMs' worth of blocks
-//    the GEMM instead, see run_gemm). For 4 maps at a time, each input row of a 2x4 tile
+//  - Other C > 1 shapes: channels stream (the GEMM instead on grids under a quarter of the SMs'
+//    worth of blocks, or under half with 4 maps or more and 256 terms or more: see
+//    stream_beats_gemm). For 4 maps at a time, each input row of a 2x4 tile
 //    is loaded once per channel and feeds all 4; filters come from constant memory (step 4),
 //    in chunks of maps that fit, one launch per chunk, or for K = 6, 7 from shared memory.
 //    (Holding a channel's patch in registers instead, for 2 to 8 maps at a time, ran within 7%
@@ -55,14 +56,17 @@
 // a grid that fills at most half the SMs; one map's filter above 64 KB) runs a plain
 // one-thread-per-output kernel, so the launcher is correct for every shape.
 //
-// The fused launcher (conv_tanh_maxpool_best) runs the same kernels with another epilogue: the
-// thread's conv outputs are max-pooled 2x2, passed through tanh and stored; the conv output
-// never goes to memory. tanh is increasing, so the max first and one tanh after gives the same
-// values with a quarter of the tanh evaluations (tanh from the hardware exp2 and reciprocal,
-// absolute error below 1e-6). On Hopper (an sm_90a build), C = 1 layers with 41 maps or more
-// and K = 5 to 7 (the project's layer) run on the tensor cores instead, 3xTF32 with the warp
-// group's wgmma products (run_c1_wgmma). Other pool geometries run a plain
-// one-thread-per-pooled-output kernel.
+// The fused launcher (conv_tanh_maxpool_best) runs the tiled kernels (C = 1, and the
+// channel-streaming kernel) with another epilogue: the thread's conv outputs are max-pooled
+// 2x2, passed through tanh and stored; the conv output never goes to memory. tanh is
+// increasing, so the max first and one tanh after gives the same values with a quarter of the
+// tanh evaluations (tanh from the hardware exp2 and reciprocal, absolute error below 1e-6). On
+// Hopper (an sm_90a build), C = 1 layers with 41 maps or more and K = 5 to 7 (the project's
+// layer) run on the tensor cores instead, 3xTF32 with the warp group's wgmma products
+// (run_c1_wgmma). Shapes whose plain route is another product on the tensor cores, and other
+// pool geometries, run the plain route into a workspace and pool after it (run_conv_then_pool:
+// C = 128, 256 maps, K = 3 on 30x30 5.31 to 0.165 ms, LeNet's conv2 2.47 to 1.73, H100); the
+// one-thread-per-pooled-output kernel is left for shapes no faster route takes.
 //
 // Why: writing y is the floor of any unfused kernel on the project's layer (10000 x 50 x 24 x
 // 24 floats, 1.15 GB: 0.365 ms for a kernel that only stores, on an H100). The FMA kernel's
@@ -138,6 +142,25 @@ struct Geometry {
                         // (2) values; 1 otherwise
   bool vector_loads;    // likewise x's rows
 };
+// The tiles of a launch (defined with the tiled kernels' launchers below).
+Geometry make_geometry(float* y, const float* x, const ConvShape& s, bool fused, int th, int tw);
+
+// Stream kernel: shared memory for kStreamMapsPerBlock maps' filters (K >= kStreamSharedMinK).
+constexpr std::int64_t stream_shared_bytes(int C, int K) {
+  return std::int64_t{kStreamMapsPerBlock} * C * K * ((K + 3) / 4) * 16;
+}
+// Stream kernel: maps of its first launch (all of them where the filters fit in shared memory
+// or constant memory, else as many as constant memory holds; 0 where one map's filter does not
+// fit), and the blocks of a launch of `maps` maps over `tiles` tiles (0 for no maps).
+constexpr int stream_launch_maps(int M, int C, int K) {
+  if (K >= kStreamSharedMinK && stream_shared_bytes(C, K) <= kStreamSharedMax) return M;
+  return static_cast<int>(std::min<std::int64_t>(M, kConstFloats / (std::int64_t{C} * K * K)));
+}
+constexpr std::int64_t stream_blocks(std::int64_t tiles, int maps) {
+  if (maps == 0) return 0;
+  return ceil_div<std::int64_t>(tiles, kStreamThreads) *
+         ceil_div(maps, stream_maps_per_block(maps));
+}
 
 // tanh(u) = 1 - 2 / (2^(2u log2 e) + 1) with the hardware exp2 and reciprocal: five
 // instructions, absolute error below 1e-6 (2^x overflowing to inf gives 1, 0 gives -1).
@@ -848,37 +871,57 @@ bool run_gemm_split(float* y, const float* x, const float* k, GemmGeometry g,
   return true;
 }
 
-// Blocks of the channel-streaming kernel's grid for a plain layer (its first launch, all maps
-// of it where the filters fit: see launch_stream).
+// Blocks of the channel-streaming kernel's first launch for a plain layer; 0 where one map's
+// filter is too large for it (the GEMM then takes the layer).
 std::int64_t stream_grid_blocks(const ConvShape& s) {
-  const std::int64_t tiles = std::int64_t{s.B} * ceil_div(s.H_out(), kTileH) *
-                             ceil_div(s.W_out(), kStreamTileW);
-  return ceil_div<std::int64_t>(tiles, kStreamThreads) *
-         ceil_div(s.M, stream_maps_per_block(s.M));
+  const Geometry g = make_geometry(nullptr, nullptr, s, false, kTileH, kStreamTileW);
+  return stream_blocks(g.tiles, stream_launch_maps(s.M, s.C, s.K));
+}
+
+// Layers with C > 1 and K <= kMaxK: whether the channel-streaming kernel runs them faster than
+// the GEMM, whose 16-row tiles are mostly padding with few maps. Measured on an H100 (fastest
+// of 10, L2 flushed):
+//  - Short sums (under 32 terms), up to 8 maps, and 9 to 16 maps with sums under 256 terms:
+//    the streaming kernel (64 images of 64x64, 16 maps, 100 terms: 0.040 against 0.057 ms; 200
+//    terms 0.079 against 0.088), but from 300 terms on 9 to 16 maps ran faster on the GEMM (16
+//    maps, 300 terms: 0.140 against 0.120; 500 terms 0.298 against 0.191; 12 maps 0.215
+//    against 0.192).
+//  - Not where its grid would be under a quarter of the SMs: there the GEMM's many smaller
+//    blocks wait less (grids of 2 to 30 streaming blocks: C = 16, one map, K = 3 on 16 images
+//    of 32x32 0.023 to 0.014 ms; C = 2, 6 maps, K = 2 on 128 images 0.0098 to 0.0074; C = 4, 4
+//    maps, K = 5 on 48 images 0.022 to 0.015; from 39 blocks on the streaming kernel was
+//    faster: C = 4, 4 maps, K = 5 on 100 images 0.022 against 0.025, 10,000 images 0.30
+//    against 1.43).
+//  - Nor, with 4 maps or more, for sums of 256 terms or more on grids under half the SMs,
+//    which leave SMs idle for longer (39 to 47 blocks: 8 maps, C = 300, K = 5 on 64 images of
+//    40x40 4.49 to 1.07 ms, cuDNN 1.36; C = 16, K = 5 on 100 images of 32x32 0.103 to 0.069; 4
+//    maps, C = 300 2.25 to 1.07; with 1 to 3 maps the streaming kernel stays faster: 3 maps,
+//    392 terms 0.048 against 0.068).
+bool stream_beats_gemm(const ConvShape& s) {
+  const int R = s.C * s.K * s.K;
+  const std::int64_t blocks = stream_grid_blocks(s);
+  const int sms = multiprocessor_count();
+  const bool few_maps = s.M <= 8 || (s.M <= 16 && R < 256);
+  const bool long_sum_small_grid = s.M >= 4 && R >= 256 && 2 * blocks < sms;
+  return s.C > 1 && s.K <= kMaxK && (R < 32 || few_maps) && !long_sum_small_grid &&
+         4 * blocks >= sms;
 }
 
 bool run_gemm(float* y, const float* x, const float* k, const ConvShape& s, cudaStream_t stream) {
   const GemmGeometry g = make_gemm_geometry(s, k);
-  const bool few_maps = s.M <= 8 || (s.M <= 16 && g.R <= 512);
-  // Filters larger than every tiled kernel's (K > kMaxK) have only the one-thread-per-output
-  // kernel left, which the GEMM beats from 5 maps on, C = 1 included (H100: C = 1, 64 maps,
-  // K = 9 0.448 to 0.097 ms; 16 maps 0.232 to 0.081; C = 3, 16 maps, K = 11 0.128 to 0.044).
-  // Not with 4 maps or fewer, three quarters of its columns or more padding (2 maps, K = 15:
-  // 0.031 against 0.071 ms), nor with C = 1 on grids that fill at most half the SMs, whose sum
-  // cannot be split by channels (64 maps, K = 23, 18x18 outputs: 0.030 against 0.048).
-  // Layers with C > 1 and few maps or short sums go to the channel-streaming kernel, except
-  // where its grid would be under a quarter of the SMs: there the GEMM's many smaller blocks
-  // wait less (H100, grids of 2 to 30 streaming blocks: C = 16, one map, K = 3 on 16 images of
-  // 32x32 0.023 to 0.014 ms, on 64 images 0.024 to 0.021; C = 2, 6 maps, K = 2 on 128 images
-  // 0.0098 to 0.0074; C = 4, 4 maps, K = 5 on 48 images 0.022 to 0.015). From 39 blocks on
-  // the streaming kernel was faster (C = 4, 4 maps, K = 5 on 100 images: 0.022 against 0.025;
-  // 10,000 images: 0.30 against 1.43).
+  // Filters larger than every tiled kernel's (K > kMaxK, or C > 1 with one map's filter above
+  // the streaming kernel's constant memory) have only the one-thread-per-output kernel left,
+  // which the GEMM beats from 5 maps on, C = 1 included (H100: C = 1, 64 maps, K = 9 0.448 to
+  // 0.097 ms; 16 maps 0.232 to 0.081; C = 3, 16 maps, K = 11 0.128 to 0.044). Not with 4 maps
+  // or fewer, three quarters of its columns or more padding (2 maps, K = 15: 0.031 against 0.071
+  // ms; 2 maps, C = 400, K = 7 on 64 images of 40x40: 2.23 against 3.00), nor with C = 1 on
+  // grids that fill at most half the SMs, whose sum cannot be split by channels (64 maps, K =
+  // 23, 18x18 outputs: 0.030 against 0.048).
   const int sms = multiprocessor_count();
-  const bool only_fallback_left = s.K > kMaxK;
-  const bool stream_grid_small = 4 * stream_grid_blocks(s) < sms;
+  const bool only_fallback_left = s.K > kMaxK || stream_launch_maps(s.M, s.C, s.K) == 0;
   const bool declined = only_fallback_left
                             ? s.M <= 4 || (s.C == 1 && 2 * gemm_grid_blocks(g) <= sms)
-                            : s.C == 1 || ((g.R < 32 || few_maps) && !stream_grid_small);
+                            : s.C == 1 || stream_beats_gemm(s);
   if (declined || s.K * s.K > kGemmMaxR) return false;
   if (run_gemm_split(y, x, k, g, stream)) return true;
   bool launched = true;  // false when the first chunk's grid was too large: nothing launched
@@ -1093,12 +1136,13 @@ void launch_image(float* y, const float* x, const float* k, const ImageGeometry&
   CUDA_CHECK_LAUNCH();
 }
 
-// The image path for a plain conv; false (nothing launched) where it does not fit (C = 1, more
-// than 32 maps, or an image, a sum or a table too large for its shared memory) or where the
-// stream kernel measured faster on an H100: up to 4 maps (half of B's columns or more are
-// padding: M = 4, C = 4, K = 5 on 32x32, 0.30 against 0.38 ms; M = 2, 0.26 against 0.43) and
-// up to 8 maps with sums under 32 terms (M = 8, C = 2, K = 3 on 28x28: 0.139 against 0.156).
-bool run_image(float* y, const float* x, const float* k, const ConvShape& s, cudaStream_t stream) {
+// The image path's geometry for a plain conv; group 0 where the path does not take the shape:
+// where it does not fit (C = 1, more than 32 maps, or an image, a sum or a table too large for
+// its shared memory) or where the stream kernel measured faster on an H100: up to 4 maps (half
+// of B's columns or more are padding: M = 4, C = 4, K = 5 on 32x32, 0.30 against 0.38 ms;
+// M = 2, 0.26 against 0.43) and up to 8 maps with sums under 32 terms (M = 8, C = 2, K = 3 on
+// 28x28: 0.139 against 0.156).
+ImageGeometry image_geometry(const ConvShape& s) {
   ImageGeometry g{};
   g.M = s.M;
   g.R = s.C * s.K * s.K;
@@ -1112,10 +1156,10 @@ bool run_image(float* y, const float* x, const float* k, const ConvShape& s, cud
   g.image = s.C * s.H * s.W;
   g.B = s.B;
   const int NT = ceil_div(s.M, 8);
-  if (s.M <= 4 || (s.M <= 8 && g.R < 32)) return false;
+  if (s.M <= 4 || (s.M <= 8 && g.R < 32)) return g;
   if (s.C == 1 || NT > kImageMaxMapFrags || g.image > kImageChunkFloats || g.P == 0 ||
       g.filter_bytes(NT) > kImageFilterBytes) {
-    return false;
+    return g;
   }
   // Images per chunk: of those that fit, the fewest that keep the warps' last round of tasks
   // the fullest.
@@ -1131,10 +1175,18 @@ bool run_image(float* y, const float* x, const float* k, const ConvShape& s, cud
         static_cast<double>(t.outputs) / (ceil_div(tasks, kImageWarps) * kImageWarps * task);
     if (use > best_use + 1e-3) best_use = use, g.group = group;
   }
-  if (g.group == 0) return false;
+  if (g.group == 0) return g;
   g.chunks = ceil_div(s.B, g.group);
   g.chunk_floats = ceil_div(g.group * g.image, 4) * 4;
   g.outputs = g.group * g.P;
+  return g;
+}
+
+// The image path for a plain conv; false (nothing launched) where image_geometry declines.
+bool run_image(float* y, const float* x, const float* k, const ConvShape& s, cudaStream_t stream) {
+  const ImageGeometry g = image_geometry(s);
+  if (g.group == 0) return false;
+  const int NT = ceil_div(s.M, 8);
   switch (NT) {
     case 1:
       launch_image<1>(y, x, k, g, stream);
@@ -2254,6 +2306,26 @@ __global__ void conv_tanh_maxpool_best_fallback_kernel(float* __restrict__ y,
   }
 }
 
+// tanh and max-pool over a conv output `full` (B x M planes of H_out x W_out): one thread per
+// pooled value, grid-stride; the max first, then one tanh (tanh is increasing), as the fused
+// kernels do.
+__global__ void conv_best_tanh_maxpool_kernel(float* __restrict__ y, const float* __restrict__ full,
+                                              int H_out, int W_out, int pool, int stride,
+                                              int out_h, int out_w, std::int64_t total) {
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < total;
+       i += std::int64_t{gridDim.x} * blockDim.x) {
+    const int pw = static_cast<int>(i % out_w);
+    const int ph = static_cast<int>(i / out_w % out_h);
+    const std::int64_t plane = i / (std::int64_t{out_w} * out_h);
+    const float* window = full + (plane * H_out + ph * stride) * W_out + pw * stride;
+    float best = -INFINITY;
+    for (int u = 0; u < pool; ++u) {
+      for (int v = 0; v < pool; ++v) best = fmaxf(best, __ldg(window + u * W_out + v));
+    }
+    y[i] = tanh_fast(best);
+  }
+}
+
 // The tiles of a launch: TH x TW conv outputs per thread (fused: TH/2 x TW/2 pooled values).
 Geometry make_geometry(float* y, const float* x, const ConvShape& s, bool fused, int th, int tw) {
   Geometry g{};
@@ -2334,44 +2406,41 @@ bool launch_row_tiles(float* y, const float* x, const float* k, const ConvShape&
 // memory or the grid would be too large.
 template <int K, int TW, bool kFused>
 bool launch_stream(float* y, const float* x, const float* k, Geometry g, cudaStream_t stream) {
-  const std::int64_t groups = ceil_div<std::int64_t>(g.tiles, kStreamThreads);
   // Two float4 loads bring a 7-long filter row that takes 7 constant loads: LeNet's conv2
   // 2.65 to 2.48 ms, 8 maps, C = 6, K = 7 on 30x30 1.05 to 0.92 (H100). With K = 5 shared
   // memory measured the same as constant memory, with K = 3 3-10% slower.
+  const int maps_per_launch = stream_launch_maps(g.M, g.C, K);
+  if (maps_per_launch == 0 || g.tiles_per_image == INT_MAX ||
+      stream_blocks(g.tiles, maps_per_launch) > INT_MAX) {
+    return false;
+  }
+  const auto set_maps = [&g](int m0, int count) {
+    g.m0 = m0;
+    g.m_count = count;
+    g.maps_per_block = stream_maps_per_block(count);
+    g.map_blocks = ceil_div(count, g.maps_per_block);
+  };
   if constexpr (K >= kStreamSharedMinK) {
-    const std::int64_t shared =
-        std::int64_t{kStreamMapsPerBlock} * g.C * K * ((K + 3) / 4) * sizeof(float4);
+    const std::int64_t shared = stream_shared_bytes(g.C, K);
     if (shared <= kStreamSharedMax) {
-      g.m0 = 0;
-      g.m_count = g.M;
-      g.maps_per_block = stream_maps_per_block(g.M);
-      g.map_blocks = ceil_div(g.M, g.maps_per_block);
-      if (g.tiles_per_image == INT_MAX || groups * g.map_blocks > INT_MAX) return false;
+      set_maps(0, g.M);
       conv_best_stream_kernel<K, TW, kFused, true>
-          <<<static_cast<unsigned>(groups * g.map_blocks), kStreamThreads,
+          <<<static_cast<unsigned>(stream_blocks(g.tiles, g.M)), kStreamThreads,
              static_cast<std::size_t>(shared), stream>>>(y, x, k, g);
       CUDA_CHECK_LAUNCH();
       return true;
     }
   }
   const std::int64_t filter = std::int64_t{g.C} * K * K;  // one map's filter
-  if (filter > kConstFloats) return false;
-  const int maps_per_launch = static_cast<int>(std::min<std::int64_t>(g.M, kConstFloats / filter));
-  if (g.tiles_per_image == INT_MAX ||
-      groups * ceil_div(maps_per_launch, kStreamMapsPerBlock) > INT_MAX) {
-    return false;
-  }
   for (int m0 = 0; m0 < g.M; m0 += maps_per_launch) {
-    g.m0 = m0;
-    g.m_count = std::min(maps_per_launch, g.M - m0);
-    g.maps_per_block = stream_maps_per_block(g.m_count);
-    g.map_blocks = ceil_div(g.m_count, g.maps_per_block);
+    set_maps(m0, std::min(maps_per_launch, g.M - m0));
     // Stream order: this copy lands after the previous chunk's kernel has read the filters.
     CUDA_CHECK(cudaMemcpyToSymbolAsync(c_best_weights, k + m0 * filter,
                                        static_cast<std::size_t>(g.m_count * filter) * sizeof(float),
                                        0, cudaMemcpyDeviceToDevice, stream));
     conv_best_stream_kernel<K, TW, kFused, false>
-        <<<static_cast<unsigned>(groups * g.map_blocks), kStreamThreads, 0, stream>>>(y, x, k, g);
+        <<<static_cast<unsigned>(stream_blocks(g.tiles, g.m_count)), kStreamThreads, 0,
+           stream>>>(y, x, k, g);
     CUDA_CHECK_LAUNCH();
   }
   return true;
@@ -2424,17 +2493,50 @@ bool run_tiled(float* y, const float* x, const float* k, const ConvShape& s, cud
   return launched;
 }
 
+// The plain launcher's routes, fastest first; false (nothing launched) where only the
+// one-thread-per-output kernel is left.
+bool run_plain(float* y, const float* x, const float* k, const ConvShape& s, cudaStream_t stream) {
+  return run_image(y, x, k, s, stream) || run_winograd(y, x, k, s, stream) ||
+         run_gemm_ws(y, x, k, s, stream) || run_gemm(y, x, k, s, stream) ||
+         run_c1_wgmma<false>(y, x, k, s, stream) || run_tiled<false>(y, x, k, s, stream);
+}
+
+// Whether the plain launcher runs `s` on the tiled FMA kernels (C = 1 up to kMaxK, or the
+// channel-streaming kernel), whose fused versions pool in registers. Elsewhere its route is a
+// product on the tensor cores, which has no pooling epilogue.
+bool plain_runs_tiled(const ConvShape& s) {
+  return s.K <= kMaxK && (s.C == 1 || (stream_beats_gemm(s) && image_geometry(s).group == 0));
+}
+
+// conv + tanh + max-pool as the plain route into a workspace from the stream-ordered pool,
+// then tanh and max-pool over it: for shapes whose plain route is a product on the tensor
+// cores, and pools other than 2x2 stride 2 (which the fused kernels do not have). False
+// (nothing launched) where only the one-thread kernels are left (the fused one then computes
+// each output once and writes no conv output) or the workspace cannot be had.
+bool run_conv_then_pool(float* y, const float* x, const float* k, const ConvShape& s,
+                        const PoolShape& pool, cudaStream_t stream) {
+  auto* full = static_cast<float*>(
+      pool_workspace(static_cast<std::size_t>(s.y_elements()) * sizeof(float), stream));
+  if (full == nullptr) return false;
+  const bool launched = run_plain(full, x, k, s, stream);
+  if (launched) {
+    const std::int64_t total = pool.pooled_elements(s);
+    conv_best_tanh_maxpool_kernel<<<grid_stride_blocks(total, 256, kFallbackMaxBlocks), 256, 0,
+                                    stream>>>(y, full, s.H_out(), s.W_out(), pool.size,
+                                              pool.stride, pool.out(s.H_out()),
+                                              pool.out(s.W_out()), total);
+    CUDA_CHECK_LAUNCH();
+  }
+  CUDA_CHECK(cudaFreeAsync(full, stream));
+  return launched;
+}
+
 }  // namespace
 
 void conv_best(float* y, const float* x, const float* k, const ConvShape& shape,
                cudaStream_t stream) {
   shape.validate();
-  if (run_image(y, x, k, shape, stream) || run_winograd(y, x, k, shape, stream) ||
-      run_gemm_ws(y, x, k, shape, stream) ||
-      run_gemm(y, x, k, shape, stream) ||
-      run_c1_wgmma<false>(y, x, k, shape, stream) || run_tiled<false>(y, x, k, shape, stream)) {
-    return;
-  }
+  if (run_plain(y, x, k, shape, stream)) return;
   const std::int64_t total = shape.y_elements();
   conv_best_fallback_kernel<<<grid_stride_blocks(total, 256, kFallbackMaxBlocks), 256, 0, stream>>>(
       y, x, k, shape.M, shape.C, shape.H, shape.W, shape.K, total);
@@ -2446,9 +2548,11 @@ void conv_tanh_maxpool_best(float* y, const float* x, const float* k, const Conv
   shape.validate();
   pool.validate(shape);
   if (pool == PoolShape{2, 2} &&
-      (run_c1_wgmma<true>(y, x, k, shape, stream) || run_tiled<true>(y, x, k, shape, stream))) {
+      (run_c1_wgmma<true>(y, x, k, shape, stream) ||
+       (plain_runs_tiled(shape) && run_tiled<true>(y, x, k, shape, stream)))) {
     return;
   }
+  if (run_conv_then_pool(y, x, k, shape, pool, stream)) return;
   const std::int64_t total = pool.pooled_elements(shape);
   conv_tanh_maxpool_best_fallback_kernel<<<grid_stride_blocks(total, 256, kFallbackMaxBlocks), 256,
                                            0, stream>>>(
