@@ -265,11 +265,15 @@ TEST_CASE("fused launchers match the CPU conv, tanh and max-pool on awkward shap
       // conv outputs, images of an odd size, a short last tile of windows, 2 to 4 map slices.
       {3, 64, 1, 29, 27, 6}, {2, 130, 1, 21, 19, 7}, {3, 45, 1, 14, 30, 5}, {2, 200, 1, 20, 20, 5},
       {5, 41, 1, 17, 25, 5},
-      // Shapes whose plain route in `best` is a product on the tensor cores, pooled after it:
-      // staged images, Winograd, the producer-consumer GEMM, the GEMM, filters above 7x7, and
-      // one map on a grid too small for the channel-streaming kernel.
-      {2, 16, 4, 40, 40, 7}, {3, 70, 65, 19, 23, 3}, {16, 96, 8, 34, 35, 3}, {2, 24, 41, 9, 9, 3},
-      {1, 16, 3, 67, 67, 11}, {16, 1, 16, 32, 32, 3},
+      // `best`'s staged images with the pool in the epilogue: 1 to 4 fragments of 8 maps,
+      // windows of a task across images and a short last chunk, odd conv outputs, K = 1.
+      {2, 16, 4, 40, 40, 7}, {7, 20, 12, 13, 13, 4}, {3, 24, 5, 20, 19, 3}, {2, 32, 8, 10, 11, 3},
+      {5, 12, 12, 8, 8, 1},
+      // Shapes whose plain route in `best` is another product on the tensor cores, pooled after
+      // it: Winograd, the producer-consumer GEMM, the GEMM, filters above 7x7, and one map on a
+      // grid too small for the channel-streaming kernel.
+      {3, 70, 65, 19, 23, 3}, {16, 96, 8, 34, 35, 3}, {2, 24, 41, 9, 9, 3}, {1, 16, 3, 67, 67, 11},
+      {16, 1, 16, 32, 32, 3},
   };
   // The staff solutions have a fused launcher; a team's is optional.
   const bool staff = convlab::solutions_available();

@@ -57,15 +57,17 @@
 // one-thread-per-output kernel, so the launcher is correct for every shape.
 //
 // The fused launcher (conv_tanh_maxpool_best) runs the tiled kernels (C = 1, and the
-// channel-streaming kernel) with another epilogue: the thread's conv outputs are max-pooled
-// 2x2, passed through tanh and stored; the conv output never goes to memory. tanh is
+// channel-streaming kernel) and the staged-image kernel with another epilogue: the thread's
+// conv outputs are max-pooled 2x2, passed through tanh and stored; the conv output never goes
+// to memory (the staged images: LeNet's conv2 1.74 to 1.35 ms, two-conv's 0.106 to 0.059,
+// against pooling after the plain kernel). tanh is
 // increasing, so the max first and one tanh after gives the same values with a quarter of the
 // tanh evaluations (tanh from the hardware exp2 and reciprocal, absolute error below 1e-6). On
 // Hopper (an sm_90a build), C = 1 layers with 41 maps or more and K = 5 to 7 (the project's
 // layer) run on the tensor cores instead, 3xTF32 with the warp group's wgmma products
 // (run_c1_wgmma). Shapes whose plain route is another product on the tensor cores, and other
 // pool geometries, run the plain route into a workspace and pool after it (run_conv_then_pool:
-// C = 128, 256 maps, K = 3 on 30x30 5.31 to 0.165 ms, LeNet's conv2 2.47 to 1.73, H100); the
+// C = 128, 256 maps, K = 3 on 30x30 5.31 to 0.165 ms against the streaming kernel, H100); the
 // one-thread-per-pooled-output kernel is left for shapes no faster route takes.
 //
 // Why: writing y is the floor of any unfused kernel on the project's layer (10000 x 50 x 24 x
@@ -942,7 +944,8 @@ bool run_gemm(float* y, const float* x, const float* k, const ConvShape& s, cuda
 // plus the term's. B holds 8 maps per fragment; the filters are split into big and small once
 // per block and kept in shared memory in fragment order, so that a lane's four values for a
 // step and a map fragment are one 16-byte load. The outputs' offsets (in the chunk and in y)
-// are a table built once per block: they are the same for every chunk.
+// are a table built once per block: they are the same for every chunk. Fused with tanh and the
+// 2x2 max-pool, the table orders the outputs by window, so that a lane holds whole windows.
 constexpr int kImageWarps = 8, kImageThreads = 32 * kImageWarps;
 constexpr int kImageMaxMapFrags = 4;          // 32 maps
 constexpr int kImageChunkFloats = 12 * 1024;  // images per chunk: 48 KB at most
@@ -955,11 +958,13 @@ struct ImageGeometry {
   int M, R, steps;        // maps, the sum's length C*K*K, steps of 8 terms
   int steps8;             // steps of 8 terms; the last one has 4 or fewer when steps8 < steps
   int K, H, W, W_out, P;  // P: output pixels per image
+  int PY, OWY;            // one map of y: its pixels and row length (pooled: a quarter of P)
   int image;              // C*H*W, one image of x
   int B, group;           // images, and images per chunk
   int chunks;             // ceil(B / group)
   int chunk_floats;       // group * image, rounded up to whole float4s
-  int outputs;            // group * P: outputs of a full chunk
+  int outputs;            // A rows of a full chunk: group * P, or pooled, 4 per window of
+                          // y (group * PY) rounded up to whole tasks of 8 windows
 
   // Shared memory: split filters [steps][NT][32] (uint4), term offsets [steps][4] (int2), the
   // outputs' offsets in the chunk and in y (int each), then two chunk buffers.
@@ -991,10 +996,19 @@ __device__ __forceinline__ float load_shared(unsigned address) {
   return v;
 }
 
-template <int NT>
+// A rows of `images` images (ImageGeometry::outputs), conv + tanh + 2x2 max-pool when `pool`.
+__host__ __device__ inline int image_rows(const ImageGeometry& g, int images, bool pool) {
+  return pool ? (images * g.PY + 7) / 8 * 32 : images * g.P;
+}
+
+// kPool: conv + tanh + 2x2 max-pool. A task's 32 rows are then 8 windows, row 16f + 8h + g
+// the corner 2f + h of window g: the lane that holds a row's accumulators holds the window's
+// other three corners too, and pools them with no shuffle.
+template <int NT, bool kPool>
 __global__ void __launch_bounds__(kImageThreads, 2)
     conv_best_image_kernel(float* __restrict__ y, const float* __restrict__ x,
                            const float* __restrict__ k, const ImageGeometry g) {
+  static_assert(!kPool || kImageFrags == 2, "a window's four corners are two fragments' rows");
   // Steps unrolled: measured per map fragments (H100; unrolled by 2, not unrolled): 1, M = 8,
   // C = 6, K = 7 on 30x30: 0.77 against 0.83 ms; 2, LeNet's conv2: 1.37 against 1.33; 3,
   // odd-shapes' conv2: 0.195 against 0.199; 4, M = 32, C = 16, K = 3 on 16x16: 0.372 against
@@ -1033,9 +1047,17 @@ __global__ void __launch_bounds__(kImageThreads, 2)
     terms[i] = {term(r), term(r + 4)};
   }
   for (int q = tid; q < g.outputs; q += kImageThreads) {
-    const int b = q / g.P, p = q - b * g.P, h = p / g.W_out;
-    in_chunk[q] = 4 * (b * g.image + h * g.W + p - h * g.W_out);
-    in_y[q] = b * g.M * g.P + p;
+    if constexpr (kPool) {  // past the chunk's windows: its first pixel, never stored
+      const int window = q / 32 * 8 + q % 8, corner = q % 32 / 8;
+      const int b = window / g.PY, p = window - b * g.PY, ph = p / g.OWY;
+      const int h = 2 * ph + corner / 2, w = 2 * (p - ph * g.OWY) + corner % 2;
+      in_chunk[q] = b < g.group ? 4 * (b * g.image + h * g.W + w) : 0;
+      in_y[q] = b * g.M * g.PY + p;
+    } else {
+      const int b = q / g.P, p = q - b * g.P, h = p / g.W_out;
+      in_chunk[q] = 4 * (b * g.image + h * g.W + p - h * g.W_out);
+      in_y[q] = b * g.M * g.P + p;
+    }
   }
 
   const int warp = tid / 32, lane = tid % 32, gq = lane / 4, tq = lane % 4;
@@ -1049,8 +1071,9 @@ __global__ void __launch_bounds__(kImageThreads, 2)
     }
     __syncthreads();  // this chunk (and, the first time, the tables) are in
     const unsigned img = shared_address(buffers + buffer * g.chunk_floats);
-    const int outputs = chunk_size(chunk) / g.image * g.P;
-    float* const y_chunk = y + std::int64_t{chunk} * g.group * g.M * g.P;
+    const int images = chunk_size(chunk) / g.image;
+    const int outputs = image_rows(g, images, kPool);
+    float* const y_chunk = y + std::int64_t{chunk} * g.group * g.M * g.PY;
 
     for (int task = warp; task * 16 * kImageFrags < outputs; task += kImageWarps) {
       // This lane's A rows: outputs q and q + 8 of each fragment (past the chunk: its last).
@@ -1104,18 +1127,34 @@ __global__ void __launch_bounds__(kImageThreads, 2)
         }
       }
       // acc[f][n]: outputs q (elements 0, 1) and q + 8 (2, 3) of maps 8n + 2tq (+1).
-#pragma unroll
-      for (int f = 0; f < kImageFrags; ++f) {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int q = first + 16 * f + 8 * h + gq;
-          if (q >= outputs) continue;
-          float* out = y_chunk + in_y[q];
+      if constexpr (kPool) {  // the max of the window's corners, then one tanh
+        if (first / 4 + gq < images * g.PY) {
+          float* out = y_chunk + in_y[first + gq];
 #pragma unroll
           for (int n = 0; n < NT; ++n) {
             const int m = 8 * n + 2 * tq;
-            if (m < g.M) out[std::int64_t{m} * g.P] = acc[f][n][2 * h];
-            if (m + 1 < g.M) out[std::int64_t{m + 1} * g.P] = acc[f][n][2 * h + 1];
+            const float* a = acc[0][n];
+            const float* c = acc[1][n];
+            const float v0 = fmaxf(fmaxf(a[0], a[2]), fmaxf(c[0], c[2]));
+            const float v1 = fmaxf(fmaxf(a[1], a[3]), fmaxf(c[1], c[3]));
+            if (m < g.M) out[std::int64_t{m} * g.PY] = tanh_fast(v0);
+            if (m + 1 < g.M) out[std::int64_t{m + 1} * g.PY] = tanh_fast(v1);
+          }
+        }
+      } else {
+#pragma unroll
+        for (int f = 0; f < kImageFrags; ++f) {
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int q = first + 16 * f + 8 * h + gq;
+            if (q >= outputs) continue;
+            float* out = y_chunk + in_y[q];
+#pragma unroll
+            for (int n = 0; n < NT; ++n) {
+              const int m = 8 * n + 2 * tq;
+              if (m < g.M) out[std::int64_t{m} * g.P] = acc[f][n][2 * h];
+              if (m + 1 < g.M) out[std::int64_t{m + 1} * g.P] = acc[f][n][2 * h + 1];
+            }
           }
         }
       }
@@ -1125,11 +1164,11 @@ __global__ void __launch_bounds__(kImageThreads, 2)
 }
 
 // The image kernel with NT fragments of 8 maps, one block per chunk up to two per SM.
-template <int NT>
+template <int NT, bool kPool>
 void launch_image(float* y, const float* x, const float* k, const ImageGeometry& g,
                   cudaStream_t stream) {
-  const auto kernel = conv_best_image_kernel<NT>;
-  allow_dynamic_shared_memory(kernel, g.bytes(NT), "conv_best");
+  const auto kernel = conv_best_image_kernel<NT, kPool>;
+  allow_dynamic_shared_memory(kernel, g.bytes(NT), kPool ? "conv_tanh_maxpool_best" : "conv_best");
   const int sms = multiprocessor_count();
   const int blocks = std::min(g.chunks, 2 * sms);
   kernel<<<blocks, kImageThreads, static_cast<std::size_t>(g.bytes(NT)), stream>>>(y, x, k, g);
@@ -1142,7 +1181,7 @@ void launch_image(float* y, const float* x, const float* k, const ImageGeometry&
 // of B's columns or more are padding: M = 4, C = 4, K = 5 on 32x32, 0.30 against 0.38 ms;
 // M = 2, 0.26 against 0.43) and up to 8 maps with sums under 32 terms (M = 8, C = 2, K = 3 on
 // 28x28: 0.139 against 0.156).
-ImageGeometry image_geometry(const ConvShape& s) {
+ImageGeometry image_geometry(const ConvShape& s, bool pool = false) {
   ImageGeometry g{};
   g.M = s.M;
   g.R = s.C * s.K * s.K;
@@ -1153,11 +1192,13 @@ ImageGeometry image_geometry(const ConvShape& s) {
   g.W = s.W;
   g.W_out = s.W_out();
   g.P = s.H_out() * s.W_out();
+  g.OWY = pool ? s.W_out() / 2 : s.W_out();  // PoolShape{2, 2}.out(n) is n / 2
+  g.PY = pool ? s.H_out() / 2 * g.OWY : g.P;
   g.image = s.C * s.H * s.W;
   g.B = s.B;
   const int NT = ceil_div(s.M, 8);
   if (s.M <= 4 || (s.M <= 8 && g.R < 32)) return g;
-  if (s.C == 1 || NT > kImageMaxMapFrags || g.image > kImageChunkFloats || g.P == 0 ||
+  if (s.C == 1 || NT > kImageMaxMapFrags || g.image > kImageChunkFloats || g.PY == 0 ||
       g.filter_bytes(NT) > kImageFilterBytes) {
     return g;
   }
@@ -1168,37 +1209,38 @@ ImageGeometry image_geometry(const ConvShape& s) {
   for (int group = 1; group <= std::min(s.B, kImageChunkFloats / g.image); ++group) {
     ImageGeometry t = g;
     t.chunk_floats = ceil_div(group * g.image, 4) * 4;
-    t.outputs = group * g.P;
+    t.outputs = image_rows(g, group, pool);
     if (t.bytes(NT) > kImageSharedMax) break;
     const int tasks = ceil_div(t.outputs, task);
-    const double use =
-        static_cast<double>(t.outputs) / (ceil_div(tasks, kImageWarps) * kImageWarps * task);
+    const double use = static_cast<double>(pool ? 4 * group * g.PY : t.outputs) /
+                       (ceil_div(tasks, kImageWarps) * kImageWarps * task);
     if (use > best_use + 1e-3) best_use = use, g.group = group;
   }
   if (g.group == 0) return g;
   g.chunks = ceil_div(s.B, g.group);
   g.chunk_floats = ceil_div(g.group * g.image, 4) * 4;
-  g.outputs = g.group * g.P;
+  g.outputs = image_rows(g, g.group, pool);
   return g;
 }
 
 // The image path for a plain conv; false (nothing launched) where image_geometry declines.
+template <bool kPool>
 bool run_image(float* y, const float* x, const float* k, const ConvShape& s, cudaStream_t stream) {
-  const ImageGeometry g = image_geometry(s);
+  const ImageGeometry g = image_geometry(s, kPool);
   if (g.group == 0) return false;
   const int NT = ceil_div(s.M, 8);
   switch (NT) {
     case 1:
-      launch_image<1>(y, x, k, g, stream);
+      launch_image<1, kPool>(y, x, k, g, stream);
       break;
     case 2:
-      launch_image<2>(y, x, k, g, stream);
+      launch_image<2, kPool>(y, x, k, g, stream);
       break;
     case 3:
-      launch_image<3>(y, x, k, g, stream);
+      launch_image<3, kPool>(y, x, k, g, stream);
       break;
     default:
-      launch_image<4>(y, x, k, g, stream);
+      launch_image<4, kPool>(y, x, k, g, stream);
       break;
   }
   return true;
@@ -2496,7 +2538,7 @@ bool run_tiled(float* y, const float* x, const float* k, const ConvShape& s, cud
 // The plain launcher's routes, fastest first; false (nothing launched) where only the
 // one-thread-per-output kernel is left.
 bool run_plain(float* y, const float* x, const float* k, const ConvShape& s, cudaStream_t stream) {
-  return run_image(y, x, k, s, stream) || run_winograd(y, x, k, s, stream) ||
+  return run_image<false>(y, x, k, s, stream) || run_winograd(y, x, k, s, stream) ||
          run_gemm_ws(y, x, k, s, stream) || run_gemm(y, x, k, s, stream) ||
          run_c1_wgmma<false>(y, x, k, s, stream) || run_tiled<false>(y, x, k, s, stream);
 }
@@ -2548,7 +2590,7 @@ void conv_tanh_maxpool_best(float* y, const float* x, const float* k, const Conv
   shape.validate();
   pool.validate(shape);
   if (pool == PoolShape{2, 2} &&
-      (run_c1_wgmma<true>(y, x, k, shape, stream) ||
+      (run_c1_wgmma<true>(y, x, k, shape, stream) || run_image<true>(y, x, k, shape, stream) ||
        (plain_runs_tiled(shape) && run_tiled<true>(y, x, k, shape, stream)))) {
     return;
   }
