@@ -349,8 +349,8 @@ TEST_CASE("GPU variants match cuDNN on few maps over many images") {
   check_all_variants(ConvShape{64, 1, 64, 56, 56, 3}, /*with_cpu=*/false);
   // A long sum over 8 maps on a grid of 40 streaming blocks: `best`'s GEMM
   check_all_variants(ConvShape{80, 8, 300, 34, 34, 3}, /*with_cpu=*/false);
-  // One map's filter above constant memory on a grid of 39 such blocks: `best`'s GEMM, in
-  // chunks of channels.
+  // One map's filter above constant memory, 2 maps on a grid of 39 such blocks: `best`'s
+  // one-thread kernel (the GEMM takes such layers from 5 maps on).
   check_all_variants(ConvShape{64, 2, 400, 40, 40, 7}, /*with_cpu=*/false);
 }
 

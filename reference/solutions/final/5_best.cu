@@ -57,18 +57,18 @@
 // one-thread-per-output kernel, so the launcher is correct for every shape.
 //
 // The fused launcher (conv_tanh_maxpool_best) runs the tiled kernels (C = 1, and the
-// channel-streaming kernel) and the staged-image kernel with another epilogue: the thread's
-// conv outputs are max-pooled 2x2, passed through tanh and stored; the conv output never goes
-// to memory (the staged images: LeNet's conv2 1.74 to 1.35 ms, two-conv's 0.106 to 0.059,
-// against pooling after the plain kernel). tanh is
-// increasing, so the max first and one tanh after gives the same values with a quarter of the
-// tanh evaluations (tanh from the hardware exp2 and reciprocal, absolute error below 1e-6). On
-// Hopper (an sm_90a build), C = 1 layers with 41 maps or more and K = 5 to 7 (the project's
-// layer) run on the tensor cores instead, 3xTF32 with the warp group's wgmma products
-// (run_c1_wgmma). Shapes whose plain route is another product on the tensor cores, and other
-// pool geometries, run the plain route into a workspace and pool after it (run_conv_then_pool:
-// C = 128, 256 maps, K = 3 on 30x30 5.31 to 0.165 ms against the streaming kernel, H100); the
-// one-thread-per-pooled-output kernel is left for shapes no faster route takes.
+// channel-streaming kernel) and the staged-image kernel with another epilogue: the thread's conv
+// outputs are max-pooled 2x2, passed through tanh and stored; the conv output never goes to
+// memory (the staged images: LeNet's conv2 1.74 to 1.35 ms, two-conv's 0.106 to 0.059, against
+// pooling after the plain kernel). tanh is increasing, so the max first and one tanh after gives
+// the same values with a quarter of the tanh evaluations (tanh from the hardware exp2 and
+// reciprocal, absolute error below 1e-6). On Hopper (an sm_90a build), C = 1 layers with 41 maps
+// or more and K = 5 to 7 (the project's layer) run on the tensor cores instead, 3xTF32 with the
+// warp group's wgmma products (run_c1_wgmma). Shapes whose plain route is another product on the
+// tensor cores, and other pool geometries, run the plain route into a workspace and pool after it
+// (run_conv_then_pool: C = 128, 256 maps, K = 3 on 30x30 5.31 to 0.165 ms against the streaming
+// kernel, H100); the one-thread-per-pooled-output kernel is left for shapes no faster route
+// takes.
 //
 // Why: writing y is the floor of any unfused kernel on the project's layer (10000 x 50 x 24 x
 // 24 floats, 1.15 GB: 0.365 ms for a kernel that only stores, on an H100). The FMA kernel's
