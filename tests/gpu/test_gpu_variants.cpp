@@ -6,13 +6,20 @@
 // Variants with a fused launcher (conv + tanh + max-pool) are checked against the CPU reference
 // conv -> tanh -> max-pool on the same kind of shapes, with several pool geometries.
 //
+// A sweep of random shapes covers what no list foresees: CONVLAB_RANDOM_SHAPES=N (default 64)
+// and CONVLAB_RANDOM_SEED=S repeat or widen it, CONVLAB_VARIANT=NAME keeps one variant.
+//
 // Set CONVLAB_GPU_TIMING=1 to also time every variant and cuDNN on the project's layer.
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -77,6 +84,19 @@ struct Problem {
   cudaStream_t stream = nullptr;
 };
 
+// False for a variant other than CONVLAB_VARIANT's, where it is set.
+bool selected(const convlab::GpuVariant& v) {
+  const char* only = std::getenv("CONVLAB_VARIANT");
+  return only == nullptr || *only == '\0' || v.name == std::string_view(only);
+}
+
+// Whether every fused check must find a launcher: the staff solutions have fused launchers, a
+// team's are optional, and CONVLAB_VARIANT may keep a variant without one.
+bool fused_expected() {
+  const char* only = std::getenv("CONVLAB_VARIANT");
+  return convlab::solutions_available() && (only == nullptr || *only == '\0');
+}
+
 // What a variant's class adds to the fp32 tolerance on this problem (nothing for fp32).
 std::vector<double> class_allowance(const convlab::GpuVariant& v, const Problem& p) {
   const convlab::Precision c = convlab::parse_precision(convlab::find_variant(v.name).precision);
@@ -103,7 +123,7 @@ void check_all_variants(const ConvShape& s, bool with_cpu) {
     CHECK_MESSAGE(c.ok, describe("cuDNN vs CPU reference", s, c));
     for (const convlab::GpuVariant& v : convlab::gpu_variants()) {
       const std::string name(v.name);
-      const GpuConvCall fn = convlab::test::launcher_under_test(v);
+      const GpuConvCall fn = selected(v) ? convlab::test::launcher_under_test(v) : nullptr;
       if (fn == nullptr) continue;
       const std::vector<float> out = problem.run(fn);
       const auto r = convlab::test::compare_conv_output(out, cpu, s, class_allowance(v, problem),
@@ -113,7 +133,7 @@ void check_all_variants(const ConvShape& s, bool with_cpu) {
   }
   for (const convlab::GpuVariant& v : convlab::gpu_variants()) {
     const std::string name(v.name);
-    const GpuConvCall fn = convlab::test::launcher_under_test(v);
+    const GpuConvCall fn = selected(v) ? convlab::test::launcher_under_test(v) : nullptr;
     if (fn == nullptr) continue;
     const std::vector<float> first = problem.run(fn);
     const auto r = convlab::test::compare_conv_output(first, cudnn, s, class_allowance(v, problem),
@@ -162,7 +182,8 @@ int check_fused_variants(const ConvShape& s, const PoolShape& pool) {
   const ConvShape pooled_layout{s.B, s.M, 1, pool.out(s.H_out()), pool.out(s.W_out()), 1};
   int checked = 0;
   for (const convlab::GpuVariant& v : convlab::gpu_variants()) {
-    const GpuConvTanhPoolFn fn = convlab::test::fused_launcher_under_test(v);
+    const GpuConvTanhPoolFn fn =
+        selected(v) ? convlab::test::fused_launcher_under_test(v) : nullptr;
     if (fn == nullptr) continue;
     ++checked;
     const std::string name = std::string(v.name) + " fused (" + pool.to_string() + ")";
@@ -275,8 +296,7 @@ TEST_CASE("fused launchers match the CPU conv, tanh and max-pool on awkward shap
       {3, 70, 65, 19, 23, 3}, {16, 96, 8, 34, 35, 3}, {2, 24, 41, 9, 9, 3}, {1, 16, 3, 67, 67, 11},
       {16, 1, 16, 32, 32, 3},
   };
-  // The staff solutions have a fused launcher; a team's is optional.
-  const bool staff = convlab::solutions_available();
+  const bool staff = fused_expected();
   for (const ConvShape& s : shapes) {
     CAPTURE(s.to_string());
     CHECK((check_fused_variants(s, PoolShape{2, 2}) > 0 || !staff));
@@ -295,8 +315,7 @@ TEST_CASE("fused launchers match the CPU conv, tanh and max-pool on awkward shap
 }
 
 TEST_CASE("fused launchers handle many images and a large batch of the project's layer") {
-  // The staff solutions have a fused launcher; a team's is optional.
-  const bool staff = convlab::solutions_available();
+  const bool staff = fused_expected();
   CHECK((check_fused_variants(ConvShape{70000, 2, 1, 6, 7, 3}, PoolShape{2, 2}) > 0 || !staff));
   CHECK((check_fused_variants(ConvShape{1024, 50, 1, 28, 28, 5}, PoolShape{2, 2}) > 0 || !staff));
 }
@@ -358,13 +377,96 @@ TEST_CASE("fused launchers match the CPU on few maps over many images") {
   // `best`'s channel-streaming kernel with its pooling epilogue (grids of 39 blocks or more;
   // smaller ones run the GEMM): filters in constant memory, in shared memory (K = 7), and one
   // map; and a 3x3 stride-2 pool after the plain streaming kernel.
-  const bool staff = convlab::solutions_available();
+  const bool staff = fused_expected();
   for (const ConvShape& s : {ConvShape{100, 4, 4, 32, 32, 5}, ConvShape{64, 3, 8, 40, 40, 7},
                              ConvShape{64, 1, 64, 56, 56, 3}}) {
     CAPTURE(s.to_string());
     CHECK((check_fused_variants(s, PoolShape{2, 2}) > 0 || !staff));
   }
   CHECK((check_fused_variants(ConvShape{100, 4, 4, 32, 32, 5}, PoolShape{3, 2}) > 0 || !staff));
+}
+
+namespace {
+
+// An integer from the environment, or `fallback` where it is unset or not a number.
+long env_number(const char* name, long fallback) {
+  const char* text = std::getenv(name);
+  if (text == nullptr || *text == '\0') return fallback;
+  char* end = nullptr;
+  const long v = std::strtol(text, &end, 10);
+  return *end == '\0' ? v : fallback;
+}
+
+// A layer drawn at random: each size log-uniform over its range, so that ones, primes and sizes
+// past a tile or a route's threshold all come up, and one layer in three with one size
+// stretched far (70,000 images, 2,048 maps, 4,096 channels, rows of 3,000). The other sizes
+// are halved, then the stretched one, until the layer has at most 5e8 multiply-adds and 2e7
+// inputs and outputs (the CPU reference stays quick). The draw uses only mt19937's own output,
+// so a seed gives the same shapes everywhere.
+ConvShape random_shape(std::mt19937& rng) {
+  const auto log_uniform = [&](int lo, int hi) {
+    const double u = static_cast<double>(rng()) / 4294967296.0;
+    const double v = std::exp(std::log(lo) + u * (std::log(hi + 1.0) - std::log(lo)));
+    return std::clamp(static_cast<int>(v), lo, hi);
+  };
+  const int stretched = static_cast<int>(rng() % 15);  // 0 to 4: B, M, C, H_out, W_out
+  const auto size = [&](int which, int hi, int far) {
+    return log_uniform(1, which == stretched ? far : hi);
+  };
+  const int K = log_uniform(1, 13);
+  ConvShape s{size(0, 400, 70000), size(1, 300, 2048), size(2, 700, 4096), 0, 0, K};
+  s.H = K - 1 + size(3, 80, 3000);
+  s.W = K - 1 + size(4, 80, 3000);
+  const auto too_large = [&] {
+    return static_cast<double>(s.y_elements()) * s.C * s.K * s.K > 5e8 ||
+           std::max(s.x_elements(), s.y_elements()) > 20'000'000;
+  };
+  int* const sizes[] = {&s.B, &s.M, &s.C, &s.H, &s.W};
+  for (int round = 0; round < 2; ++round) {
+    for (int i = 0; i < 5; ++i) {
+      if ((i == stretched) != (round == 1)) continue;
+      int& v = *sizes[i];
+      const int least = i >= 3 ? K : 1;  // an image keeps at least one output
+      while (too_large() && v > least) v = i >= 3 ? (v + K) / 2 : (v + 1) / 2;
+    }
+  }
+  return s;
+}
+
+}  // namespace
+
+// What no list of shapes foresees: layers drawn at random, every variant against cuDNN (twice,
+// bit for bit), and the fused launchers against the CPU with a random pool where it fits.
+TEST_CASE("GPU variants match cuDNN on random shapes, plain and fused") {
+  const long count = env_number("CONVLAB_RANDOM_SHAPES", 64);
+  const long seed = env_number("CONVLAB_RANDOM_SEED", 408);
+  MESSAGE(count << " random shapes from seed " << seed
+                << " (CONVLAB_RANDOM_SHAPES and CONVLAB_RANDOM_SEED repeat or widen the sweep)");
+  std::mt19937 rng(static_cast<std::uint32_t>(seed));
+  const PoolShape pools[] = {{2, 2}, {2, 2}, {3, 2}, {2, 1}, {3, 3}};
+  const bool staff = fused_expected();
+  for (long i = 0; i < count; ++i) {
+    const ConvShape s = random_shape(rng);
+    const PoolShape pool = pools[rng() % std::size(pools)];
+    CAPTURE(i);
+    CAPTURE(s.to_string());
+    check_all_variants(s, /*with_cpu=*/false);
+    if (pool.size <= s.H_out() && pool.size <= s.W_out()) {
+      CAPTURE(pool.to_string());
+      CHECK((check_fused_variants(s, pool) > 0 || !staff));
+    }
+  }
+}
+
+TEST_CASE("GPU variants keep working when layers of other sizes run in between") {
+  // A launcher that sets its kernel's shared-memory limit only for sizes it has not seen
+  // leaves it at the last new size: the staged tf32 kernel with 109 KB, then 76 KB, then 109
+  // KB again failed its launch. C > 1 with 8 maps, images of 34x34 and 28x28.
+  for (const ConvShape& s : {ConvShape{2, 8, 10, 34, 34, 5}, ConvShape{1, 8, 10, 28, 28, 5},
+                             ConvShape{2, 8, 10, 34, 34, 5}}) {
+    CAPTURE(s.to_string());
+    check_all_variants(s, /*with_cpu=*/true);
+  }
 }
 
 TEST_CASE("GPU variants match cuDNN on a large batch of the project's layer") {

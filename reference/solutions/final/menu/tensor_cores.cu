@@ -45,6 +45,7 @@
 #include "reference/conv/student_api.hpp"
 #include "reference/core/ceil_div.hpp"
 #include "reference/core/cuda_check.hpp"
+#include "reference/core/cuda_launch.cuh"
 #include "reference/core/error.hpp"
 
 namespace convlab::solution {
@@ -666,7 +667,8 @@ __global__ void __launch_bounds__(kImageThreads, kImageBlocksPerSm)
 
 /// Blocks of `kernel` (`threads` each, `bytes` of dynamic shared memory) that the current device
 /// holds at once. The runtime is asked once per kernel, device and size: its queries take
-/// microseconds, inside the timed call.
+/// microseconds, inside the timed call. The caller allows `bytes` first, before every launch: the
+/// kernel's limit is whatever the last launch of another size set.
 inline std::int64_t resident_blocks(const void* kernel, int threads, int bytes) {
   struct Known {
     const void* kernel;
@@ -678,9 +680,6 @@ inline std::int64_t resident_blocks(const void* kernel, int threads, int bytes) 
   CUDA_CHECK(cudaGetDevice(&device));
   for (const Known& k : known) {
     if (k.kernel == kernel && k.device == device && k.bytes == bytes) return k.blocks;
-  }
-  if (bytes > 48 * 1024) {
-    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
   }
   int sms = 0, per_sm = 0;
   CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
@@ -695,6 +694,7 @@ void launch_image_tiles(float* y, const float* x, const float* k, const ImageLay
                         cudaStream_t stream) {
   const auto kernel = image_conv_kernel<NT, KS, kLast, kPooled>;
   const int bytes = static_cast<int>(2 * l.staged() * sizeof(float) + 4 * KS * sizeof(int2));
+  allow_dynamic_shared_memory(kernel, bytes, "conv_tensor_cores");
   // Blocks loop over the images, so each loads the filters into its registers once.
   const auto blocks = static_cast<unsigned>(std::min<std::int64_t>(
       l.B, resident_blocks(reinterpret_cast<const void*>(kernel), kImageThreads, bytes)));
@@ -901,6 +901,7 @@ void launch_staged_maps(float* y, const float* x, const float* k, const StagedLa
                         cudaStream_t stream) {
   const auto kernel = staged_conv_kernel<NT>;
   const int bytes = l.bytes(NT);
+  allow_dynamic_shared_memory(kernel, bytes, "conv_tensor_cores");
   const auto blocks = static_cast<unsigned>(std::min<std::int64_t>(
       l.chunks, resident_blocks(reinterpret_cast<const void*>(kernel), kImageThreads, bytes)));
   kernel<<<blocks, kImageThreads, static_cast<std::size_t>(bytes), stream>>>(y, x, k, l);
