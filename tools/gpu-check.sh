@@ -95,7 +95,7 @@ fi
 if want layers; then
 step "layer benchmark: every net, every variant, cuDNN's fastest fp32 algorithm"
 mkdir -p "$logdir/layers"
-for net in ece408 two-conv lenet vgg16 odd-shapes; do
+for net in ece408 two-conv lenet vgg16 odd-shapes random-layers; do
   check "layers-$net" "$convlab" bench --net "$net" --variant all --impl solution --json "$logdir/layers/$net.json"
   cp "$logdir/layers-$net.log" "$logdir/layers/$net.txt"
 done

@@ -21,8 +21,8 @@ void add_bench_command(CLI::App& app, int& exit_code) {
       "without one)");
   bench
       ->add_option("--net", opt->net,
-                   "network description: ece408, two-conv, lenet, vgg16, odd-shapes (datasets/nets) or the "
-                   "path of a .json file")
+                   "network description: ece408, two-conv, lenet, vgg16, odd-shapes, random-layers "
+                   "(datasets/nets) or the path of a .json file")
       ->capture_default_str();
   bench
       ->add_option("--variant", opt->variant,

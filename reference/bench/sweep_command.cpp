@@ -23,8 +23,8 @@ void add_sweep_command(CLI::App& app, int& exit_code) {
       ->required();
   sweep
       ->add_option("--net", opt->net,
-                   "network description: ece408, two-conv, lenet, vgg16, odd-shapes (datasets/nets) or the "
-                   "path of a .json file")
+                   "network description: ece408, two-conv, lenet, vgg16, odd-shapes, random-layers "
+                   "(datasets/nets) or the path of a .json file")
       ->capture_default_str();
   sweep->add_option("--batch", opt->batch, "images per call (default: the net's batch)");
   sweep->add_option("--runs", opt->runs, "timed runs per point and layer")->capture_default_str();

@@ -57,7 +57,8 @@ void check_clear_error(const Result& r, const std::string& words) {
 
 TEST_CASE("bench: bad options and bad net files") {
   check_clear_error(convlab_bench("--net resnet"),
-                    "unknown net 'resnet': choose one of ece408, lenet, odd-shapes, two-conv, vgg16");
+                    "unknown net 'resnet': choose one of ece408, lenet, odd-shapes, "
+                    "random-layers, two-conv, vgg16");
   check_clear_error(convlab_bench("--net /nonexistent/net.json"),
                     "network description /nonexistent/net.json not found");
   check_clear_error(convlab_bench("--runs 0"), "--runs must be between 1 and 1000");

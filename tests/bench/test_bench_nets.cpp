@@ -57,7 +57,8 @@ std::string with_layer(const std::string& layer) {
 
 TEST_CASE("every description in datasets/nets loads, under its own file name") {
   const std::vector<std::string> names = convlab::net_names(nets_dir());
-  CHECK(names == std::vector<std::string>{"ece408", "lenet", "odd-shapes", "two-conv", "vgg16"});
+  CHECK(names == std::vector<std::string>{"ece408", "lenet", "odd-shapes", "random-layers",
+                                              "two-conv", "vgg16"});
   for (const std::string& name : names) {
     CAPTURE(name);
     const NetDescription net = load(name);
@@ -203,7 +204,8 @@ TEST_CASE("files: unreadable, broken on disk, found by name or path") {
   CHECK(convlab::find_net("vgg16", nets_dir()) == nets_dir() / "vgg16.json");
   CHECK(convlab::find_net(bad.string(), nets_dir()) == bad);
   e = error_of([&] { convlab::find_net("resnet", nets_dir()); });
-  CHECK(e.find("unknown net 'resnet': choose one of ece408, lenet, odd-shapes, two-conv, vgg16") == 0);
+  CHECK(e.find("unknown net 'resnet': choose one of ece408, lenet, odd-shapes, random-layers, "
+               "two-conv, vgg16") == 0);
   e = error_of([&] { convlab::find_net("nets/absent.json", nets_dir()); });
   CHECK(e.find("network description nets/absent.json not found") == 0);
 }

@@ -254,12 +254,19 @@ const ConvShape kSmallShapes[] = {
     // ... with more tiles than blocks (each block takes several in turn), rows of y of an odd
     // length (single stores)
     {33, 64, 8, 41, 41, 3},
+    // ... with 33 to 63 maps (one consumer group, its last maps padding): 33, 40 and 59 maps
+    {12, 33, 9, 30, 31, 3}, {12, 40, 9, 30, 31, 3}, {10, 59, 5, 34, 35, 4},
     // K = 3 with 64 channels and maps or more (Winograd's F(4x4, 3x3) around that GEMM on
     // sm_90a): 70 and 96 maps over two consumer groups, tiles cut by the image's edges, a sum
     // that ends inside a stage and filters loaded one value at a time, an odd number of tiles,
     // exact tiles with float4 rows, more products' tiles than blocks
     {3, 70, 65, 19, 23, 3}, {5, 96, 80, 13, 30, 3}, {2, 64, 64, 14, 14, 3}, {4, 128, 64, 66, 66, 3},
     {2, 64, 512, 10, 10, 3},  // a sum of 4608 terms: the transforms' rounding within the bound
+    // K = 1 with C > 1 and at most 16 maps (best's pointwise kernel): 4, 8 and 16 maps a thread,
+    // planes of whole float4s or not, the most channels its shared memory holds and one more,
+    // and more pixels than its grid has threads
+    {2, 3, 5, 8, 8, 1}, {3, 7, 21, 43, 5, 1}, {2, 16, 9, 12, 12, 1}, {1, 11, 768, 4, 6, 1},
+    {2, 12, 769, 3, 5, 1}, {1000, 9, 4, 33, 40, 1},
 };
 
 }  // namespace
@@ -295,6 +302,8 @@ TEST_CASE("fused launchers match the CPU conv, tanh and max-pool on awkward shap
       // grid too small for the channel-streaming kernel.
       {3, 70, 65, 19, 23, 3}, {16, 96, 8, 34, 35, 3}, {2, 24, 41, 9, 9, 3}, {1, 16, 3, 67, 67, 11},
       {16, 1, 16, 32, 32, 3},
+      // K = 1 with few maps: the pointwise kernel, pooled after it
+      {2, 16, 9, 12, 12, 1}, {3, 7, 21, 43, 6, 1},
   };
   const bool staff = fused_expected();
   for (const ConvShape& s : shapes) {

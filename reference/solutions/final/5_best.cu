@@ -31,11 +31,13 @@
 //  - Other C > 1 shapes with more than 16 maps and sums of 32 terms or more (VGG-16's layers,
 //    say), or 9 to 16 maps and sums of 256 terms or more: an implicit GEMM on the tensor cores,
 //    3xTF32 as well, gathering its inputs from global memory (run_gemm; on Hopper, large grids
-//    run_gemm_ws: a producer warp group splits each stage once for the warp-group products, a
-//    persistent grid). The stream kernel below ran VGG-16 in 1,054 ms against cuDNN's 5.4; the
-//    GEMM in 9.8, 8.3 with run_gemm_ws. Grids that would leave most SMs idle with a long sum
-//    split it into parts on blocks of their own, added at the end (run_gemm_split): C = 1030,
-//    40 maps on 84 pixels 0.65 to 0.033 ms (cuDNN 0.067, H100).
+//    with more than 32 maps run_gemm_ws: a producer warp group splits each stage once for the
+//    warp-group products, a persistent grid). The stream kernel below ran VGG-16 in 1,054 ms
+//    against cuDNN's 5.4; the GEMM in 9.8, 8.3 with run_gemm_ws. Grids that would leave most
+//    SMs idle with a long sum split it into parts on blocks of their own, added at the end
+//    (run_gemm_split): C = 1030, 40 maps on 84 pixels 0.65 to 0.033 ms (cuDNN 0.067, H100).
+//  - K = 1 with C > 1 and at most 16 maps: a kernel that reads each input value once for all
+//    maps (run_pointwise), where the layer is bound by reading x.
 //  - On Hopper, K = 3 with 64 to 1024 channels and 64 maps or more (VGG-16 from conv1-2 on):
 //    Winograd's F(4x4, 3x3) around run_gemm_ws's kernel (run_winograd), as cuDNN does there:
 //    VGG-16 in 4.36 ms against cuDNN's 5.43, every layer faster (1.08-1.98x, H100).
@@ -87,6 +89,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -2042,13 +2045,19 @@ void launch_gemm_ws_for_maps(float* y, const float* x, const float* k, const Gem
   }
 }
 
-// The producer-consumer GEMM for C > 1 with 64 maps or more, sums of 64 terms or more and a
+// The producer-consumer GEMM for C > 1 with more than 32 maps, sums of 64 terms or more and a
 // grid of half the SMs or more; false (nothing launched) otherwise, or without the sm_90a
-// kernel for this device.
+// kernel for this device. From 33 maps run_gemm's tiles are 64 maps wide too, and its
+// `mma.sync` products were slower (H100, 32 images: C = 44, 59 maps, K = 6 on 34x98 0.441 to
+// 0.345 ms; C = 128, 40 maps, K = 5 on 32x32 0.286 to 0.226; C = 8, 40 maps, K = 3 0.0164 to
+// 0.0142); with 32 maps it was faster (C = 16, K = 5 on 40x40: 0.044 against 0.055).
+constexpr int kWsMinMaps = 33;
 bool run_gemm_ws(float* y, const float* x, const float* k, const ConvShape& s,
                  cudaStream_t stream) {
   const GemmGeometry g = make_gemm_geometry(s, k);
-  if (s.C == 1 || s.M < 64 || g.R < 64 || s.K * s.K > kGemmMaxR || !wgmma_built()) return false;
+  if (s.C == 1 || s.M < kWsMinMaps || g.R < 64 || s.K * s.K > kGemmMaxR || !wgmma_built()) {
+    return false;
+  }
   if (g.N > INT_MAX - kWsPixels || ceil_div<std::int64_t>(g.N, kWsPixels) * g.M > INT_MAX) {
     return false;
   }
@@ -2535,10 +2544,125 @@ bool run_tiled(float* y, const float* x, const float* k, const ConvShape& s, cud
   return launched;
 }
 
+// K = 1 with C > 1 and at most 16 maps: y[b][m][p] = sum_c k[m][c] x[b][c][p], where an input
+// value feeds only its pixel's M outputs, so the layer is bound by reading x. A thread takes 4
+// consecutive pixels of an image and every channel (one float4 load each where planes are
+// whole float4s), keeps 4 x MT sums, and reads the filters from shared memory as [c][m], a
+// broadcast float4 per 4 maps. The channel-streaming kernel read x once per 4 maps, and the
+// staged images gained nothing from staging (256 images, H100: C = 183, 7 maps on 63x12 0.215 to
+// 0.068 ms, cuDNN 0.110; C = 49, 4 maps on 107x20 0.082 to 0.055; C = 21, 7 maps on 43x5 0.021
+// to 0.014).
+constexpr int kPointwiseMaxMaps = 16;
+constexpr int kPointwiseThreads = 256;
+constexpr int kPointwiseMaxC = 48 * 1024 / (4 * kPointwiseMaxMaps);  // 768: filters in 48 KB
+
+template <int MT, bool kVec>
+__global__ void __launch_bounds__(kPointwiseThreads)
+    conv_best_pointwise_kernel(float* __restrict__ y, const float* __restrict__ x,
+                               const float* __restrict__ k, int M, int C, int P,
+                               int quads_per_image, std::int64_t quads) {
+  extern __shared__ float4 pointwise_smem[];
+  float* filters = reinterpret_cast<float*>(pointwise_smem);  // [C][MT], zero past M
+  for (int i = static_cast<int>(threadIdx.x); i < C * MT; i += kPointwiseThreads) {
+    const int c = i / MT, m = i % MT;
+    filters[i] = m < M ? k[std::int64_t{m} * C + c] : 0.0f;
+  }
+  __syncthreads();
+  const std::int64_t step = std::int64_t{gridDim.x} * kPointwiseThreads;
+  for (std::int64_t q = std::int64_t{blockIdx.x} * kPointwiseThreads + threadIdx.x; q < quads;
+       q += step) {
+    const std::int64_t b = q / quads_per_image;
+    const int p0 = 4 * static_cast<int>(q - b * quads_per_image);
+    const float* in = x + b * C * P + p0;
+    float acc[MT][4] = {};
+#pragma unroll 4
+    for (int c = 0; c < C; ++c, in += P) {
+      float v[4];
+      if constexpr (kVec) {
+        const float4 t = __ldg(reinterpret_cast<const float4*>(in));
+        v[0] = t.x, v[1] = t.y, v[2] = t.z, v[3] = t.w;
+      } else {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) v[j] = p0 + j < P ? __ldg(in + j) : 0.0f;
+      }
+      const float4* w4 = reinterpret_cast<const float4*>(filters + c * MT);
+#pragma unroll
+      for (int m4 = 0; m4 < MT / 4; ++m4) {
+        const float4 w = w4[m4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          acc[4 * m4][j] = fmaf(w.x, v[j], acc[4 * m4][j]);
+          acc[4 * m4 + 1][j] = fmaf(w.y, v[j], acc[4 * m4 + 1][j]);
+          acc[4 * m4 + 2][j] = fmaf(w.z, v[j], acc[4 * m4 + 2][j]);
+          acc[4 * m4 + 3][j] = fmaf(w.w, v[j], acc[4 * m4 + 3][j]);
+        }
+      }
+    }
+    float* out = y + b * M * P + p0;
+#pragma unroll
+    for (int m = 0; m < MT; ++m, out += P) {
+      if (m >= M) break;
+      if constexpr (kVec) {
+        *reinterpret_cast<float4*>(out) = make_float4(acc[m][0], acc[m][1], acc[m][2], acc[m][3]);
+      } else {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          if (p0 + j < P) out[j] = acc[m][j];
+        }
+      }
+    }
+  }
+}
+
+// Whether run_pointwise takes `s`.
+bool pointwise_takes(const ConvShape& s) {
+  return s.K == 1 && s.C > 1 && s.M <= kPointwiseMaxMaps && s.C <= kPointwiseMaxC;
+}
+
+template <int MT, bool kVec>
+void launch_pointwise(float* y, const float* x, const float* k, const ConvShape& s,
+                      cudaStream_t stream) {
+  const int P = s.H * s.W;
+  const int quads_per_image = ceil_div(P, 4);
+  const std::int64_t quads = std::int64_t{s.B} * quads_per_image;
+  const auto smem = static_cast<std::size_t>(s.C) * MT * sizeof(float);
+  // Enough blocks for every SM several times over, each loading the filters once.
+  const std::int64_t most = std::int64_t{8} * multiprocessor_count();
+  conv_best_pointwise_kernel<MT, kVec>
+      <<<grid_stride_blocks(quads, kPointwiseThreads, most), kPointwiseThreads, smem, stream>>>(
+          y, x, k, s.M, s.C, P, quads_per_image, quads);
+  CUDA_CHECK_LAUNCH();
+}
+
+bool run_pointwise(float* y, const float* x, const float* k, const ConvShape& s,
+                   cudaStream_t stream) {
+  if (!pointwise_takes(s)) return false;
+  // float4 loads and stores where every plane is whole float4s and both tensors start on 16 bytes.
+  const bool vec = (s.H * s.W) % 4 == 0 && reinterpret_cast<std::uintptr_t>(x) % 16 == 0 &&
+                   reinterpret_cast<std::uintptr_t>(y) % 16 == 0;
+  const auto launch = [&](auto maps) {
+    constexpr int MT = decltype(maps)::value;
+    if (vec) {
+      launch_pointwise<MT, true>(y, x, k, s, stream);
+    } else {
+      launch_pointwise<MT, false>(y, x, k, s, stream);
+    }
+  };
+  if (s.M <= 4) {
+    launch(std::integral_constant<int, 4>{});
+  } else if (s.M <= 8) {
+    launch(std::integral_constant<int, 8>{});
+  } else {
+    launch(std::integral_constant<int, 16>{});
+  }
+  return true;
+}
+
 // The plain launcher's routes, fastest first; false (nothing launched) where only the
 // one-thread-per-output kernel is left.
 bool run_plain(float* y, const float* x, const float* k, const ConvShape& s, cudaStream_t stream) {
-  return run_image<false>(y, x, k, s, stream) || run_winograd(y, x, k, s, stream) ||
+  return run_pointwise(y, x, k, s, stream) || run_image<false>(y, x, k, s, stream) ||
+         run_winograd(y, x, k, s, stream) ||
          run_gemm_ws(y, x, k, s, stream) || run_gemm(y, x, k, s, stream) ||
          run_c1_wgmma<false>(y, x, k, s, stream) || run_tiled<false>(y, x, k, s, stream);
 }
@@ -2589,7 +2713,8 @@ void conv_tanh_maxpool_best(float* y, const float* x, const float* k, const Conv
                             const PoolShape& pool, cudaStream_t stream) {
   shape.validate();
   pool.validate(shape);
-  if (pool == PoolShape{2, 2} &&
+  // K = 1 layers that run_pointwise takes pool after it: it reads x once for all maps.
+  if (pool == PoolShape{2, 2} && !pointwise_takes(shape) &&
       (run_c1_wgmma<true>(y, x, k, shape, stream) || run_image<true>(y, x, k, shape, stream) ||
        (plain_runs_tiled(shape) && run_tiled<true>(y, x, k, shape, stream)))) {
     return;
