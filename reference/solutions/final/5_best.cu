@@ -2669,9 +2669,10 @@ bool run_plain(float* y, const float* x, const float* k, const ConvShape& s, cud
 
 // Whether the plain launcher runs `s` on the tiled FMA kernels (C = 1 up to kMaxK, or the
 // channel-streaming kernel), whose fused versions pool in registers. Elsewhere its route is a
-// product on the tensor cores, which has no pooling epilogue.
+// product on the tensor cores, which has no pooling epilogue, or run_pointwise.
 bool plain_runs_tiled(const ConvShape& s) {
-  return s.K <= kMaxK && (s.C == 1 || (stream_beats_gemm(s) && image_geometry(s).group == 0));
+  return !pointwise_takes(s) && s.K <= kMaxK &&
+         (s.C == 1 || (stream_beats_gemm(s) && image_geometry(s).group == 0));
 }
 
 // conv + tanh + max-pool as the plain route into a workspace from the stream-ordered pool,
