@@ -21,6 +21,7 @@
 #include <iterator>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "reference/bench/bench_report.hpp"
@@ -84,18 +85,20 @@ struct Problem {
   cudaStream_t stream = nullptr;
 };
 
+// The one variant CONVLAB_VARIANT keeps; empty where it is unset (every variant runs).
+std::string_view variant_filter() {
+  const char* only = std::getenv("CONVLAB_VARIANT");
+  return only == nullptr ? std::string_view() : std::string_view(only);
+}
+
 // False for a variant other than CONVLAB_VARIANT's, where it is set.
 bool selected(const convlab::GpuVariant& v) {
-  const char* only = std::getenv("CONVLAB_VARIANT");
-  return only == nullptr || *only == '\0' || v.name == std::string_view(only);
+  return variant_filter().empty() || v.name == variant_filter();
 }
 
 // Whether every fused check must find a launcher: the staff solutions have fused launchers, a
 // team's are optional, and CONVLAB_VARIANT may keep a variant without one.
-bool fused_expected() {
-  const char* only = std::getenv("CONVLAB_VARIANT");
-  return convlab::solutions_available() && (only == nullptr || *only == '\0');
-}
+bool fused_expected() { return convlab::solutions_available() && variant_filter().empty(); }
 
 // What a variant's class adds to the fp32 tolerance on this problem (nothing for fp32).
 std::vector<double> class_allowance(const convlab::GpuVariant& v, const Problem& p) {

@@ -2662,9 +2662,9 @@ bool run_pointwise(float* y, const float* x, const float* k, const ConvShape& s,
 // one-thread-per-output kernel is left.
 bool run_plain(float* y, const float* x, const float* k, const ConvShape& s, cudaStream_t stream) {
   return run_pointwise(y, x, k, s, stream) || run_image<false>(y, x, k, s, stream) ||
-         run_winograd(y, x, k, s, stream) ||
-         run_gemm_ws(y, x, k, s, stream) || run_gemm(y, x, k, s, stream) ||
-         run_c1_wgmma<false>(y, x, k, s, stream) || run_tiled<false>(y, x, k, s, stream);
+         run_winograd(y, x, k, s, stream) || run_gemm_ws(y, x, k, s, stream) ||
+         run_gemm(y, x, k, s, stream) || run_c1_wgmma<false>(y, x, k, s, stream) ||
+         run_tiled<false>(y, x, k, s, stream);
 }
 
 // Whether the plain launcher runs `s` on the tiled FMA kernels (C = 1 up to kMaxK, or the
