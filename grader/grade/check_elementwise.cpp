@@ -34,21 +34,18 @@ struct Judge {
   Judge(const ElementwiseSpec& spec, Precision p) : e(spec), precision(p) {}
 
   const ElementwiseSpec& e;
-  Precision precision;  // the variant's class: fp32 by atol and rtol, tf32/fp16 by its bound
+  Precision precision;  // the variant's class, whose rounding bound the allowance adds
   std::string failures;
   std::int64_t total = 0;
   double worst = 0.0;
   bool nan_seen = false;
 
-  // False when the output is malformed.
-  // `allowed`: each output's allowance (empty: atol + rtol |want|).
+  // False when the output is malformed. `allowed`: each output's allowance.
   bool operator()(const std::string& label, const json& encoded, const std::vector<double>& want,
                   const std::vector<double>& allowed, const OutputDims& dims, json& d) {
     const auto got = encoded.is_string() ? decode_floats(encoded.get<std::string>()) : std::nullopt;
     if (!got || static_cast<std::int64_t>(got->size()) != dims.elements()) return false;
-    const ElementwiseComparison cmp = allowed.empty()
-                                          ? compare_elementwise(*got, want, dims, e.atol, e.rtol)
-                                          : compare_elementwise_within(*got, want, allowed, dims);
+    const ElementwiseComparison cmp = compare_elementwise_within(*got, want, allowed, dims);
     total += cmp.elements;
     d["elements"] = cmp.elements;
     d["mismatches"] = cmp.mismatches;
@@ -96,8 +93,8 @@ bool ElementwiseCheck::judge_shapes(std::uint64_t seed, const json& outputs,
     const std::vector<float> x = elementwise_values(seed, i, ElementwiseTensor::x, s.x_elements());
     const std::vector<float> k = elementwise_values(seed, i, ElementwiseTensor::k, s.k_elements());
     const std::vector<double> want = conv_reference_double(s, x, k);
-    std::vector<double> allowed;
-    if (judge.precision != Precision::fp32) allowed = precision_allowance(judge.precision, s, x, k);
+    const std::vector<double> allowed =
+        elementwise_allowance(judge.precision, s, x, k, want, e.atol, e.rtol);
     json d = {{"shape", shape_json(s)}, {"why", e.why[i]}};
     if (!o.is_object() ||
         !judge(label, o.value("y", json()), want, allowed, conv_output_dims(s), d)) {
@@ -108,16 +105,9 @@ bool ElementwiseCheck::judge_shapes(std::uint64_t seed, const json& outputs,
     const bool fits = pool.size <= s.H_out() && pool.size <= s.W_out();
     if (fused == "ok" && fits) {
       json f = {{"pool", "2x2 stride 2"}};
-      // tanh and max-pool do not enlarge an error: the layer's largest allowance covers each
-      // pooled output.
-      std::vector<double> pooled_allowed;
-      if (!allowed.empty()) {
-        pooled_allowed.assign(static_cast<std::size_t>(pooled_output_dims(s, pool).elements()),
-                              *std::max_element(allowed.begin(), allowed.end()));
-      }
       if (!judge("fused conv + tanh + max-pool, " + label, o.value("pooled", json()),
-                 tanh_maxpool_reference(want, s, pool), pooled_allowed, pooled_output_dims(s, pool),
-                 f)) {
+                 tanh_maxpool_reference(want, s, pool), pooled_allowance(allowed, s, pool),
+                 pooled_output_dims(s, pool), f)) {
         c.reason = "no_result";
         c.output = "The harness returned a malformed fused output for " + label + ".";
         return false;
@@ -140,11 +130,10 @@ void ElementwiseCheck::conclude(std::uint64_t seed, const std::string& fused, co
         " Your fused launcher is not written (optional): the network runs your plain "
         "launcher and the framework's tanh and max-pool.";
   }
-  const std::string rule =
-      judge.precision == Precision::fp32
-          ? "|got - want| <= " + points_text(e.atol) + " + " + points_text(e.rtol) + " |want|"
-          : "the " + std::string(precision_name(judge.precision)) +
-                " class's bound (docs/grader.md, precision classes)";
+  const std::string rule = "|got - want| <= " + points_text(e.atol) + " + " +
+                           points_text(e.rtol) + " |want| + the " +
+                           std::string(precision_name(judge.precision)) +
+                           " rounding bound of the sum (docs/grader.md, the element-wise check)";
   if (judge.failures.empty()) {
     c.status = CheckStatus::passed;
     c.reason = "ok";

@@ -147,7 +147,7 @@ std::vector<PlannedCheck> plan_checks(const std::vector<MilestoneSpec>& specs,
       add(variant, "elementwise", "elementwise/" + variant,
           variant + ": element-wise against a double-precision reference (" +
               std::to_string(e.shapes.size()) + " shapes, |error| <= " + points_text(e.atol) +
-              " + " + points_text(e.rtol) + " |reference|)",
+              " + " + points_text(e.rtol) + " |reference| + the sum's rounding bound)",
           points);
     };
     const auto memcheck = [&](const std::string& variant, double points) {

@@ -51,7 +51,8 @@ void cudnn_check(cudnnStatus_t status, const char* call, const char* file, int l
                   " at " + file + ":" + std::to_string(line));
 }
 
-CudnnConv::CudnnConv(Precision precision) : precision_(precision) {
+CudnnConv::CudnnConv(Precision precision, CudnnAlgorithm algorithm)
+    : precision_(precision), direct_(algorithm == CudnnAlgorithm::direct) {
   CUDNN_CHECK(cudnnCreate(&handle_));
   CUDNN_CHECK(cudnnCreateTensorDescriptor(&x_desc_));
   CUDNN_CHECK(cudnnCreateTensorDescriptor(&y_desc_));
@@ -129,8 +130,15 @@ void CudnnConv::prepare(const ConvShape& shape) {
   cudnnTensorDescriptor_t yd = fp16 ? hy_desc_ : y_desc_;
   cudnnFilterDescriptor_t kd = fp16 ? hk_desc_ : k_desc_;
 
-  // The heuristics rank the algorithms; take the first that works and whose workspace we
-  // can allocate (a large workspace may not fit next to a large batch).
+  // The oracle's one algorithm, or the heuristics' ranking: the first that works and whose
+  // workspace we can allocate (a large workspace may not fit next to a large batch).
+  if (direct_) {
+    if (!use_algorithm(CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, xd, kd, yd)) {
+      throw CudaError("cuDNN's IMPLICIT_GEMM cannot run " + shape.to_string());
+    }
+    prepared_ = shape;
+    return;
+  }
   std::array<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT> perf{};
   int returned = 0;
   CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(handle_, xd, kd, conv_desc_, yd,
@@ -143,28 +151,35 @@ void CudnnConv::prepare(const ConvShape& shape) {
         p.mathType != CUDNN_FMA_MATH) {
       continue;
     }
-    std::size_t bytes = 0;
-    if (cudnnGetConvolutionForwardWorkspaceSize(handle_, xd, kd, conv_desc_, yd,
-                                                p.algo, &bytes) != CUDNN_STATUS_SUCCESS) {
-      continue;
+    if (use_algorithm(p.algo, xd, kd, yd)) {
+      prepared_ = shape;
+      return;
     }
-    const auto floats = static_cast<std::int64_t>((bytes + sizeof(float) - 1) / sizeof(float));
-    if (floats > workspace_.size()) {
-      try {
-        workspace_ = DeviceBuffer();  // free the old one first
-        workspace_ = DeviceBuffer(floats);
-      } catch (const CudaError&) {
-        cudaGetLastError();  // clear the allocation error and try the next algorithm
-        continue;
-      }
-    }
-    algo_ = p.algo;
-    workspace_bytes_ = bytes;
-    prepared_ = shape;
-    return;
   }
   throw CudaError("cuDNN offers no usable " + std::string(precision_name(precision_)) +
                   " forward algorithm for " + shape.to_string());
+}
+
+bool CudnnConv::use_algorithm(cudnnConvolutionFwdAlgo_t algo, cudnnTensorDescriptor_t xd,
+                              cudnnFilterDescriptor_t kd, cudnnTensorDescriptor_t yd) {
+  std::size_t bytes = 0;
+  if (cudnnGetConvolutionForwardWorkspaceSize(handle_, xd, kd, conv_desc_, yd, algo, &bytes) !=
+      CUDNN_STATUS_SUCCESS) {
+    return false;
+  }
+  const auto floats = static_cast<std::int64_t>((bytes + sizeof(float) - 1) / sizeof(float));
+  if (floats > workspace_.size()) {
+    try {
+      workspace_ = DeviceBuffer();  // free the old one first
+      workspace_ = DeviceBuffer(floats);
+    } catch (const CudaError&) {
+      cudaGetLastError();  // clear the allocation error: the caller tries the next algorithm
+      return false;
+    }
+  }
+  algo_ = algo;
+  workspace_bytes_ = bytes;
+  return true;
 }
 
 void CudnnConv::forward(float* y, const float* x, const float* k, const ConvShape& shape,
@@ -260,6 +275,24 @@ void conv_forward_cudnn(float* y, const float* x, const float* k, const ConvShap
 void conv_tanh_maxpool_cudnn(float* y, const float* x, const float* k, const ConvShape& shape,
                              const PoolShape& pool, cudaStream_t stream) {
   thread_cudnn_conv().forward_tanh_maxpool(y, x, k, shape, pool, stream);
+}
+
+namespace {
+CudnnConv& thread_direct_conv() {
+  thread_local CudnnConv conv(Precision::fp32, CudnnAlgorithm::direct);
+  return conv;
+}
+}  // namespace
+
+void conv_forward_cudnn_direct(float* y, const float* x, const float* k, const ConvShape& shape,
+                               cudaStream_t stream) {
+  thread_direct_conv().forward(y, x, k, shape, stream);
+}
+
+void conv_tanh_maxpool_cudnn_direct(float* y, const float* x, const float* k,
+                                    const ConvShape& shape, const PoolShape& pool,
+                                    cudaStream_t stream) {
+  thread_direct_conv().forward_tanh_maxpool(y, x, k, shape, pool, stream);
 }
 
 namespace {

@@ -40,12 +40,16 @@ std::vector<double> conv_reference_double(const ConvShape& s, std::span<const fl
   return y;
 }
 
-std::vector<double> tanh_maxpool_reference(std::span<const double> y, const ConvShape& s,
-                                           const PoolShape& pool) {
+namespace {
+
+// The largest f(v) over each pooling window of `y` (laid out as y of `s`), NCHW.
+template <class F>
+std::vector<double> window_max(std::span<const double> y, const ConvShape& s, const PoolShape& pool,
+                               F f, const char* who) {
   pool.validate(s);
   const OutputDims in = conv_output_dims(s), out = pooled_output_dims(s, pool);
   if (static_cast<std::int64_t>(y.size()) != in.elements()) {
-    throw Error("tanh_maxpool_reference: y does not match " + s.to_string());
+    throw Error(std::string(who) + ": y does not match " + s.to_string());
   }
   std::vector<double> r(static_cast<std::size_t>(out.elements()));
   for (std::int64_t nc = 0; nc < out.n * out.c; ++nc) {
@@ -55,8 +59,7 @@ std::vector<double> tanh_maxpool_reference(std::span<const double> y, const Conv
         double best = -std::numeric_limits<double>::infinity();
         for (std::int64_t p = 0; p < pool.size; ++p) {
           for (std::int64_t q = 0; q < pool.size; ++q) {
-            best = std::max(best,
-                            std::tanh(plane[(h * pool.stride + p) * in.w + w * pool.stride + q]));
+            best = std::max(best, f(plane[(h * pool.stride + p) * in.w + w * pool.stride + q]));
           }
         }
         r[static_cast<std::size_t>((nc * out.h + h) * out.w + w)] = best;
@@ -64,6 +67,18 @@ std::vector<double> tanh_maxpool_reference(std::span<const double> y, const Conv
     }
   }
   return r;
+}
+
+}  // namespace
+
+std::vector<double> tanh_maxpool_reference(std::span<const double> y, const ConvShape& s,
+                                           const PoolShape& pool) {
+  return window_max(y, s, pool, [](double v) { return std::tanh(v); }, "tanh_maxpool_reference");
+}
+
+std::vector<double> pooled_allowance(std::span<const double> allowed, const ConvShape& s,
+                                     const PoolShape& pool) {
+  return window_max(allowed, s, pool, [](double v) { return v; }, "pooled_allowance");
 }
 
 std::string OutputDims::to_string() const {
@@ -144,6 +159,18 @@ std::vector<double> precision_allowance(Precision p, const ConvShape& shape,
   std::vector<double> allowed = conv_reference_double(shape, ax, ak);
   const std::int64_t n = std::int64_t{shape.C} * shape.K * shape.K;
   for (double& a : allowed) a = elementwise_bound(p, n, a, max_x, max_k);
+  return allowed;
+}
+
+std::vector<double> elementwise_allowance(Precision p, const ConvShape& shape,
+                                          std::span<const float> x, std::span<const float> k,
+                                          std::span<const double> want, double atol, double rtol) {
+  std::vector<double> allowed = precision_allowance(p, shape, x, k);
+  if (want.size() != allowed.size()) {
+    throw Error("elementwise_allowance: " + std::to_string(want.size()) +
+                " reference outputs for " + shape.to_string());
+  }
+  for (std::size_t i = 0; i < allowed.size(); ++i) allowed[i] += atol + rtol * std::fabs(want[i]);
   return allowed;
 }
 

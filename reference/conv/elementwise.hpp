@@ -56,6 +56,11 @@ std::vector<double> conv_reference_double(const ConvShape& shape, std::span<cons
 std::vector<double> tanh_maxpool_reference(std::span<const double> y, const ConvShape& shape,
                                            const PoolShape& pool);
 
+/// Each pooled output's allowance from its convolution outputs' (`allowed`, laid out as y of
+/// `shape`): the largest over its window, as tanh and max-pool never enlarge an error.
+std::vector<double> pooled_allowance(std::span<const double> allowed, const ConvShape& shape,
+                                     const PoolShape& pool);
+
 /// The layout of an output: [n][c][h][w] (NCHW).
 struct OutputDims {
   std::int64_t n = 0;  ///< images
@@ -114,10 +119,20 @@ ElementwiseComparison compare_elementwise_within(std::span<const float> got,
                                                  std::span<const double> allowed,
                                                  const OutputDims& dims, std::size_t keep = 10);
 
-/// Each output's allowance for a convolution of class `p` of `shape` on x and k:
+/// Each output's rounding allowance for a convolution of class `p` of `shape` on x and k:
 /// elementwise_bound() (reference/conv/precision.hpp) of its sum of |x||k|, in double.
 std::vector<double> precision_allowance(Precision p, const ConvShape& shape,
                                         std::span<const float> x, std::span<const float> k);
+
+/// The element-wise rule of every class, written once for `convlab check` and the grader:
+/// output i may differ from the float64 reference `want` by
+///   atol + rtol |want_i| + elementwise_bound(p, C*K*K, S_i, max|x|, max|k|),
+/// S_i its sum of |x||k|. The first two terms are the milestone's (grading.elementwise), the
+/// third what a correct kernel of the class can round away in any order of summation: small
+/// beside atol on short sums, the allowance of a long one.
+std::vector<double> elementwise_allowance(Precision p, const ConvShape& shape,
+                                          std::span<const float> x, std::span<const float> k,
+                                          std::span<const double> want, double atol, double rtol);
 
 /// "y[0][3][12][7] = nan, expected 0.412345 (|error| = inf)"
 std::string describe_mismatch(const ElementMismatch& m);

@@ -1,5 +1,6 @@
 #include "reference/conv/precision.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -81,14 +82,22 @@ float round_to_precision(Precision p, float v) {
   return v;
 }
 
+double accumulation_bound(std::int64_t n) {
+  const double u = kFp32UnitRoundoff;
+  const double nu = static_cast<double>(n) * u;
+  const double worst = nu < 1.0 ? nu / (1.0 - nu) : std::numeric_limits<double>::infinity();
+  const double likely =
+      std::expm1(kAccumulationLambda * std::sqrt(static_cast<double>(n)) * u + nu * u / (1 - u));
+  return std::min(worst, likely);
+}
+
 double elementwise_bound(Precision p, std::int64_t n, double abs_sum, double max_abs_x,
                          double max_abs_k) {
   const double u = input_unit_roundoff(p);
-  const double nu = static_cast<double>(n) * kFp32UnitRoundoff;
-  const double gamma = nu / (1.0 - nu);
   const double e = input_underflow_error(p);
   const double rounding = p == Precision::fp32 ? 0.0 : 2 * u + u * u;
-  return rounding * abs_sum + gamma * (1 + u) * (1 + u) * abs_sum +
+  const double growth = p == Precision::fp32 ? 1.0 : (1 + u) * (1 + u);
+  return rounding * abs_sum + accumulation_bound(n) * growth * abs_sum +
          static_cast<double>(n) * e * (max_abs_x + max_abs_k + e);
 }
 

@@ -44,12 +44,23 @@ double input_underflow_error(Precision p);
 /// half conversion sees); fp32 returns v. Emulates a variant of the class on the CPU.
 float round_to_precision(Precision p, float v);
 
-/// The worst-case bound on |y - y64| for one output of a convolution of sum length n (C*K*K)
-/// computed in class `p`: inputs rounded (relative error u each, so 2u + u^2 per product, plus
-/// the underflow term for fp16), the sum accumulated in float32 (gamma_n of float32, Higham's
-/// Theorem 3.1):
-///   |err| <= (2u + u^2) S + gamma_n(2^-24) (1 + u)^2 S + n e (max|x| + max|k| + e)
-/// where S = sum |x||k| over the output's terms and e the underflow error.
+/// λ of the probabilistic accumulation bound (accumulation_bound()).
+inline constexpr double kAccumulationLambda = 10.0;
+
+/// The bound on a float32 sum of n products in any order, relative to S = sum |x||k|: the
+/// smaller of the worst case gamma_n = n u / (1 - n u) (Higham, Theorem 3.1) and Higham and
+/// Mary's probabilistic bound exp(λ sqrt(n) u + n u^2 / (1 - u)) - 1 (SIAM J. Sci. Comput.
+/// 2019), u = 2^-24, λ = kAccumulationLambda. The second holds unless the rounding errors
+/// conspire, with probability at most 2n exp(-λ^2 (1 - u)^2 / 2), about 4e-22 n per output; it
+/// is the smaller from n = 101 on, so the allowance of a long sum grows like sqrt(n), not n.
+double accumulation_bound(std::int64_t n);
+
+/// The bound on |y - y64| for one output of a convolution of sum length n (C*K*K) computed in
+/// class `p`: inputs rounded (relative error u each, so 2u + u^2 per product, plus the
+/// underflow term for fp16), the sum accumulated in float32 (accumulation_bound(), a_n):
+///   |err| <= (2u + u^2) S + a_n (1 + u)^2 S + n e (max|x| + max|k| + e)
+/// where S = sum |x||k| over the output's terms and e the underflow error. For fp32 (inputs
+/// exact, u's terms vanish) it is a_n S.
 double elementwise_bound(Precision p, std::int64_t n, double abs_sum, double max_abs_x,
                          double max_abs_k);
 

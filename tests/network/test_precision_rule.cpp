@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 
 #include "datasets/fashion_mnist.hpp"
 #include "reference/conv/elementwise.hpp"
@@ -138,11 +139,91 @@ TEST_CASE("convlab check's class allowance: a tf32 result passes, a wrong output
   conv_forward_rounded(Precision::tf32, y.data(), x.data(), k.data(), s);
   CHECK(compare_elementwise_within(y, want, allowed, conv_output_dims(s)).ok);
   // The same result fails the fp32 rule: the class's allowance is what lets it pass.
-  CHECK_FALSE(compare_elementwise(y, want, s, 1e-6, 1e-6).ok);
+  const std::vector<double> fp32 =
+      elementwise_allowance(Precision::fp32, s, x, k, want, 1e-4, 1e-4);
+  CHECK_FALSE(compare_elementwise_within(y, want, fp32, conv_output_dims(s)).ok);
   y[37] += static_cast<float>(4 * allowed[37]);
   const ElementwiseComparison c = compare_elementwise_within(y, want, allowed, conv_output_dims(s));
   CHECK_FALSE(c.ok);
   CHECK(c.mismatches == 1);
   REQUIRE(c.worst);
   CHECK(c.worst->w == 37 % s.W_out());
+}
+
+TEST_CASE("the float32 accumulation bound: worst case on short sums, sqrt(n) on long ones") {
+  const double u = 0x1p-24;
+  CHECK(accumulation_bound(25) == doctest::Approx(25 * u / (1 - 25 * u)));
+  CHECK(accumulation_bound(100) == doctest::Approx(100 * u / (1 - 100 * u)));
+  CHECK(accumulation_bound(10000) == doctest::Approx(1000 * u).epsilon(1e-3));
+  CHECK(accumulation_bound(10000) < 10000 * u);
+  CHECK(elementwise_bound(Precision::fp32, 10000, 2.0, 1.0, 1.0) ==
+        doctest::Approx(2 * accumulation_bound(10000)));
+}
+
+namespace {
+
+// The plain float32 loop a student writes first: one running sum per output, c, p, q in order.
+std::vector<float> sequential_conv(const ConvShape& s, const std::vector<float>& x,
+                                   const std::vector<float>& k) {
+  std::vector<float> y(static_cast<std::size_t>(s.y_elements()));
+  const std::int64_t ho = s.H_out(), wo = s.W_out(), kk = s.K;
+  std::size_t out = 0;
+  for (std::int64_t b = 0; b < s.B; ++b)
+    for (std::int64_t m = 0; m < s.M; ++m)
+      for (std::int64_t h = 0; h < ho; ++h)
+        for (std::int64_t w = 0; w < wo; ++w) {
+          float acc = 0.0f;
+          for (std::int64_t c = 0; c < s.C; ++c)
+            for (std::int64_t p = 0; p < kk; ++p)
+              for (std::int64_t q = 0; q < kk; ++q) {
+                const float xv = x[static_cast<std::size_t>(((b * s.C + c) * s.H + h + p) * s.W +
+                                                            w + q)];
+                const float kv = k[static_cast<std::size_t>(((m * s.C + c) * kk + p) * kk + q)];
+                acc = acc + xv * kv;
+              }
+          y[out++] = acc;
+        }
+  return y;
+}
+
+}  // namespace
+
+TEST_CASE("a long float32 sum passes the element-wise rule; a wrong one still fails") {
+  // C*K*K = 25088 terms: the loop's own rounding reaches 1e-3 where a fixed 1e-4 + 1e-4 |want|
+  // would fail a correct kernel on outputs near zero.
+  const ConvShape s{1, 8, 512, 22, 22, 7};
+  const std::vector<float> x = elementwise_values(5, 0, ElementwiseTensor::x, s.x_elements());
+  const std::vector<float> k = elementwise_values(5, 0, ElementwiseTensor::k, s.k_elements());
+  const std::vector<double> want = conv_reference_double(s, x, k);
+  std::vector<float> y = sequential_conv(s, x, k);
+  const OutputDims dims = conv_output_dims(s);
+  CHECK_FALSE(compare_elementwise(y, want, dims, 1e-4, 1e-4).ok);
+  const std::vector<double> allowed =
+      elementwise_allowance(Precision::fp32, s, x, k, want, 1e-4, 1e-4);
+  const ElementwiseComparison ok = compare_elementwise_within(y, want, allowed, dims);
+  CHECK(ok.ok);
+  // The allowance is no blanket: a filter read transposed (k[q][p]) fails almost everywhere.
+  std::vector<float> kt(k.size());
+  for (std::size_t f = 0; f < k.size(); f += 49)
+    for (int p = 0; p < 7; ++p)
+      for (int q = 0; q < 7; ++q) kt[f + p * 7 + q] = k[f + q * 7 + p];
+  const ElementwiseComparison bad =
+      compare_elementwise_within(sequential_conv(s, x, kt), want, allowed, dims);
+  CHECK(bad.mismatches * 10 > 9 * bad.elements);
+  // Nor does it hide an output never written.
+  y[100] = std::numeric_limits<float>::quiet_NaN();
+  CHECK(compare_elementwise_within(y, want, allowed, dims).mismatches == 1);
+}
+
+TEST_CASE("a pooled output's allowance is the largest of its window's") {
+  const ConvShape s{1, 1, 1, 4, 5, 1};  // y is 4x5, pooled 2x2 stride 2 to 2x2
+  std::vector<double> allowed(20);
+  for (std::size_t i = 0; i < allowed.size(); ++i) allowed[i] = static_cast<double>(i);
+  const std::vector<double> pooled = pooled_allowance(allowed, s, PoolShape{2, 2});
+  REQUIRE(pooled.size() == 4);
+  CHECK(pooled[0] == 6.0);
+  CHECK(pooled[1] == 8.0);
+  CHECK(pooled[2] == 16.0);
+  CHECK(pooled[3] == 18.0);
+  CHECK_THROWS_AS(pooled_allowance(std::vector<double>(19), s, PoolShape{2, 2}), Error);
 }
