@@ -267,9 +267,10 @@ const ConvShape kSmallShapes[] = {
     {2, 64, 512, 10, 10, 3},  // a sum of 4608 terms: the transforms' rounding within the bound
     // K = 1 with C > 1 and at most 16 maps (best's pointwise kernel): 4, 8 and 16 maps a thread,
     // planes of whole float4s or not, the most channels its shared memory holds and one more,
-    // and more pixels than its grid has threads
+    // and more pixels than its grid has threads; small grids with the sums split over a warp's
+    // lanes: a last warp part full, a channel count no multiple of the split
     {2, 3, 5, 8, 8, 1}, {3, 7, 21, 43, 5, 1}, {2, 16, 9, 12, 12, 1}, {1, 11, 768, 4, 6, 1},
-    {2, 12, 769, 3, 5, 1}, {1000, 9, 4, 33, 40, 1},
+    {2, 12, 769, 3, 5, 1}, {1000, 9, 4, 33, 40, 1}, {20, 16, 64, 14, 14, 1}, {7, 5, 17, 9, 9, 1},
 };
 
 }  // namespace

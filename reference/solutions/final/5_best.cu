@@ -2551,12 +2551,20 @@ bool run_tiled(float* y, const float* x, const float* k, const ConvShape& s, cud
 // broadcast float4 per 4 maps. The channel-streaming kernel read x once per 4 maps, and the
 // staged images gained nothing from staging (256 images, H100: C = 183, 7 maps on 63x12 0.215 to
 // 0.068 ms, cuDNN 0.110; C = 49, 4 maps on 107x20 0.082 to 0.055; C = 21, 7 maps on 43x5 0.021
-// to 0.014).
+// to 0.014). On grids of fewer than two blocks per SM, four lanes share a quad's sum (256
+// images, H100: C = 256, 12 maps on 14x14 0.086 to 0.043 ms, cuDNN 0.048; C = 512, 16 maps on
+// 7x7 0.266 to 0.053, cuDNN 0.053; C = 21, 7 maps on 43x5 0.0156 to 0.0092, cuDNN 0.0109).
 constexpr int kPointwiseMaxMaps = 16;
 constexpr int kPointwiseThreads = 256;
 constexpr int kPointwiseMaxC = 48 * 1024 / (4 * kPointwiseMaxMaps);  // 768: filters in 48 KB
+// Grids of fewer quads than this many blocks' worth per SM split each sum in kPointwiseSplit
+// interleaved parts over the lanes of a warp, added by shuffles in a fixed order: four times the
+// threads on a grid that would leave SMs short of loads in flight.
+constexpr int kPointwiseSplitBlocksPerSm = 2;
+constexpr int kPointwiseSplit = 4;
+constexpr int kPointwiseSplitMinC = 16;
 
-template <int MT, bool kVec>
+template <int MT, bool kVec, int kSplit>
 __global__ void __launch_bounds__(kPointwiseThreads)
     conv_best_pointwise_kernel(float* __restrict__ y, const float* __restrict__ x,
                                const float* __restrict__ k, int M, int C, int P,
@@ -2568,15 +2576,24 @@ __global__ void __launch_bounds__(kPointwiseThreads)
     filters[i] = m < M ? k[std::int64_t{m} * C + c] : 0.0f;
   }
   __syncthreads();
-  const std::int64_t step = std::int64_t{gridDim.x} * kPointwiseThreads;
-  for (std::int64_t q = std::int64_t{blockIdx.x} * kPointwiseThreads + threadIdx.x; q < quads;
-       q += step) {
-    const std::int64_t b = q / quads_per_image;
-    const int p0 = 4 * static_cast<int>(q - b * quads_per_image);
-    const float* in = x + b * C * P + p0;
+  // A warp holds 32 / kSplit quads; lane group g sums channels g, g + kSplit, ...
+  constexpr int kLanes = 32 / kSplit, kQuadsPerBlock = kPointwiseThreads / kSplit;
+  const int lane = static_cast<int>(threadIdx.x) % 32, group = lane / kLanes;
+  const int first = static_cast<int>(threadIdx.x) / 32 * kLanes + lane % kLanes;
+  const std::int64_t step = std::int64_t{gridDim.x} * kQuadsPerBlock;
+  // The loop is the same for every lane of a block (the shuffles need whole warps); a quad past
+  // the end reads the last one's inputs and stores nothing.
+  for (std::int64_t base = std::int64_t{blockIdx.x} * kQuadsPerBlock; base < quads;
+       base += step) {
+    const std::int64_t q = base + first;
+    const bool valid = q < quads;
+    const std::int64_t qq = valid ? q : quads - 1;
+    const std::int64_t b = qq / quads_per_image;
+    const int p0 = 4 * static_cast<int>(qq - b * quads_per_image);
+    const float* in = x + (b * C + group) * P + p0;
     float acc[MT][4] = {};
 #pragma unroll 4
-    for (int c = 0; c < C; ++c, in += P) {
+    for (int c = group; c < C; c += kSplit, in += kSplit * P) {
       float v[4];
       if constexpr (kVec) {
         const float4 t = __ldg(reinterpret_cast<const float4*>(in));
@@ -2598,6 +2615,15 @@ __global__ void __launch_bounds__(kPointwiseThreads)
         }
       }
     }
+#pragma unroll
+    for (int offset = 16; offset >= kLanes; offset /= 2) {
+#pragma unroll
+      for (int m = 0; m < MT; ++m) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[m][j] += __shfl_xor_sync(0xffffffffu, acc[m][j], offset);
+      }
+    }
+    if (!valid || group != 0) continue;
     float* out = y + b * M * P + p0;
 #pragma unroll
     for (int m = 0; m < MT; ++m, out += P) {
@@ -2626,11 +2652,20 @@ void launch_pointwise(float* y, const float* x, const float* k, const ConvShape&
   const int quads_per_image = ceil_div(P, 4);
   const std::int64_t quads = std::int64_t{s.B} * quads_per_image;
   const auto smem = static_cast<std::size_t>(s.C) * MT * sizeof(float);
+  const int sms = multiprocessor_count();
   // Enough blocks for every SM several times over, each loading the filters once.
-  const std::int64_t most = std::int64_t{8} * multiprocessor_count();
-  conv_best_pointwise_kernel<MT, kVec>
-      <<<grid_stride_blocks(quads, kPointwiseThreads, most), kPointwiseThreads, smem, stream>>>(
-          y, x, k, s.M, s.C, P, quads_per_image, quads);
+  const std::int64_t most = std::int64_t{8} * sms;
+  const auto launch = [&](auto* kernel, int quads_per_block) {
+    kernel<<<grid_stride_blocks(quads, quads_per_block, most), kPointwiseThreads, smem, stream>>>(
+        y, x, k, s.M, s.C, P, quads_per_image, quads);
+  };
+  if (s.C >= kPointwiseSplitMinC &&
+      quads < std::int64_t{kPointwiseSplitBlocksPerSm} * sms * kPointwiseThreads) {
+    launch(conv_best_pointwise_kernel<MT, kVec, kPointwiseSplit>,
+           kPointwiseThreads / kPointwiseSplit);
+  } else {
+    launch(conv_best_pointwise_kernel<MT, kVec, 1>, kPointwiseThreads);
+  }
   CUDA_CHECK_LAUNCH();
 }
 
