@@ -271,6 +271,10 @@ const ConvShape kSmallShapes[] = {
     // lanes: a last warp part full, a channel count no multiple of the split
     {2, 3, 5, 8, 8, 1}, {3, 7, 21, 43, 5, 1}, {2, 16, 9, 12, 12, 1}, {1, 11, 768, 4, 6, 1},
     {2, 12, 769, 3, 5, 1}, {1000, 9, 4, 33, 40, 1}, {20, 16, 64, 14, 14, 1}, {7, 5, 17, 9, 9, 1},
+    // few maps, few outputs and long sums (best splits the channels into parts on its FMA
+    // kernels): filters in shared memory, in constant memory, above 7x7; channel counts no
+    // multiple of a part
+    {8, 1, 53, 15, 46, 7}, {4, 3, 135, 9, 21, 4}, {2, 2, 121, 26, 14, 11}, {3, 3, 37, 32, 9, 7},
 };
 
 }  // namespace

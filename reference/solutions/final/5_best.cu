@@ -53,6 +53,13 @@
 //    cores (3xTF32, wgmma: run_c1_wgmma below), except up to K = 6 with rows of whole 32-byte
 //    sectors, where the FMA kernel above streams y faster (the project's layer: 0.401 against
 //    0.437 ms). Elsewhere 1.1 to 1.8 times faster than the FMA kernel.
+//  - Few outputs with a long sum (grids of at most half the blocks the SMs hold at once): the
+//    channel-streaming kernel (plain) and the one-thread kernel split the sum's channels into
+//    parts on blocks of their own, added after in a fixed order (run_channel_parts), and with
+//    1 to 3 maps the streaming kernel's split grid takes such layers from the GEMM. 256 images,
+//    H100: C = 502, 2 maps, K = 11 on 26x14 3.68 to 0.99 ms (cuDNN 0.67); C = 53, one map, K = 7
+//    on 15x46 0.319 to 0.124 (0.131); C = 37, 3 maps, K = 7 on 32x9 0.133 to 0.048 (0.079);
+//    C = 135, 2 maps, K = 4 on 9x21 0.151 to 0.068 (0.23).
 // Filters above 7x7 run on the implicit GEMM from 5 maps on, C = 1 included (C = 1, 64 maps,
 // K = 9: 0.448 to 0.097 ms, H100). Any other shape (K > 7 with at most 4 maps, or with C = 1 on
 // a grid that fills at most half the SMs; one map's filter above 64 KB) runs a plain
@@ -116,6 +123,7 @@ constexpr int kHoldThreads = 128;
 constexpr int kHoldBlocksPlain = 3;
 constexpr int kHoldBlocksWide = 4;
 constexpr int kStreamThreads = 256;  // stream kernel block size
+constexpr int kStreamBlocksPerSm = 2;  // its __launch_bounds__
 constexpr int kStreamMaps = 4;       // maps accumulated at once when channels stream
 constexpr int kStreamMapsPerBlock = 2 * kStreamMaps;
 // Stream kernel: maps per block for a launch of `maps`, whole groups of kStreamMaps, so that
@@ -128,6 +136,7 @@ constexpr int kStreamSharedMax = 48 * 1024;  // stream kernel: filters in shared
 constexpr int kStreamSharedMinK = 6;         // ... and from this K on
 constexpr int kConstFloats = 64 * 1024 / sizeof(float);
 constexpr std::int64_t kFallbackMaxBlocks = std::int64_t{1} << 20;  // grid-stride kernels
+constexpr int kFallbackBlocksPerSm = 8;  // of 256 threads: a full SM
 
 // The filters of the maps of one stream launch, k[m0 .. m0+m_count)[C][K][K].
 __constant__ float c_best_weights[kConstFloats];
@@ -146,6 +155,10 @@ struct Geometry {
   int store_width;      // 4 (2): y's rows start 16 (8)-byte aligned and hold a multiple of 4
                         // (2) values; 1 otherwise
   bool vector_loads;    // likewise x's rows
+  // Stream kernel, plain: channels per part of a split sum (blockIdx.y a part; C when not split)
+  // and the distance between the parts' outputs (split_channel_parts).
+  int c_part;
+  std::int64_t part_floats;
 };
 // The tiles of a launch (defined with the tiled kernels' launchers below).
 Geometry make_geometry(float* y, const float* x, const ConvShape& s, bool fused, int th, int tw);
@@ -372,12 +385,16 @@ __global__ void __launch_bounds__(NT, kMinBlocks)
 // shared memory (kShared, rows padded to whole float4s) or from constant memory
 // (c_best_weights, one launch per chunk of maps that fits).
 template <int K, int TW, bool kFused, bool kShared>
-__global__ void __launch_bounds__(kStreamThreads, 2)
+__global__ void __launch_bounds__(kStreamThreads, kStreamBlocksPerSm)
     conv_best_stream_kernel(float* __restrict__ y, const float* __restrict__ x,
                             const float* __restrict__ k, const Geometry g) {
   constexpr int kRows = kTileH + K - 1, kCols = TW + K - 1, kKK = K * K;
   constexpr int kRow4 = (K + 3) / 4;    // kShared: float4s per filter row
   extern __shared__ float4 weights4[];  // kShared: [maps of the block][C][K][kRow4]
+  // A split sum's part: channels [c_begin, c_end) into its own copy of y.
+  const int c_begin = static_cast<int>(blockIdx.y) * g.c_part;
+  const int c_end = min(g.C, c_begin + g.c_part);
+  y += blockIdx.y * g.part_floats;
   TileWork w;
   const bool active = tile_work<kTileH, TW, kStreamThreads, kFused>(y, g, w);
   if constexpr (kShared) {
@@ -409,7 +426,7 @@ __global__ void __launch_bounds__(kStreamThreads, 2)
       ws[i] = weights4 + (map - w.m_begin) * g.C * (K * kRow4);
     }
 #pragma unroll 1
-    for (int c = 0; c < g.C; ++c) {
+    for (int c = c_begin; c < c_end; ++c) {
       const float* xc = xb + c * plane;
       // Unrolled for small K and narrow tiles only: then each weight is loaded once per
       // channel. Otherwise the registers do not suffice, and one input row is already up to
@@ -824,13 +841,14 @@ void* pool_workspace(std::size_t bytes, cudaStream_t stream) {
   return workspace;
 }
 
-// y = the sum of `parts` partial outputs of n floats each, in order (the same result every call).
+// y = the sum of `parts` partial outputs of n floats each, `stride` floats apart, in order (the
+// same result every call).
 __global__ void conv_best_sum_parts_kernel(float* __restrict__ y, const float* __restrict__ parts,
-                                           int count, std::int64_t n) {
+                                           int count, std::int64_t n, std::int64_t stride) {
   for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
        i += std::int64_t{gridDim.x} * blockDim.x) {
     float sum = parts[i];
-    for (int p = 1; p < count; ++p) sum += parts[p * n + i];
+    for (int p = 1; p < count; ++p) sum += parts[p * stride + i];
     y[i] = sum;
   }
 }
@@ -870,7 +888,39 @@ bool run_gemm_split(float* y, const float* x, const float* k, GemmGeometry g,
     return false;
   }
   conv_best_sum_parts_kernel<<<grid_stride_blocks(g.split_y, 256, 4 * sms), 256, 0, stream>>>(
-      y, partial, parts, g.split_y);
+      y, partial, parts, g.split_y, g.split_y);
+  CUDA_CHECK_LAUNCH();
+  CUDA_CHECK(cudaFreeAsync(partial, stream));
+  return true;
+}
+
+// The FMA kernels' split sums (the channel-streaming kernel, plain, and the one-thread kernel):
+// grids of at most half the blocks the SMs hold at once, with a long sum, split its channels
+// into parts of kSplitMinTerms terms or more, enough to fill the SMs, each part on blocks of
+// its own (blockIdx.y) into its own copy of y, added after in order. 1: no split.
+int channel_parts(int C, int K, std::int64_t blocks, int blocks_per_sm) {
+  const std::int64_t room = std::int64_t{blocks_per_sm} * multiprocessor_count();
+  if (blocks <= 0 || 2 * blocks > room) return 1;
+  const int by_grid = static_cast<int>(ceil_div<std::int64_t>(room, blocks));
+  const int by_sum = C * K * K / kSplitMinTerms;
+  return std::max(1, std::min({by_grid, by_sum, C, kSplitMaxParts}));
+}
+
+// Runs launch(partial, parts, c_part, stride) for a sum split into `parts` parts of c_part
+// channels, part p's y at partial + p * stride (whole float4s apart), from the stream-ordered
+// pool, then adds the parts into y (n floats). False (nothing launched) without the workspace.
+template <typename Launch>
+bool run_channel_parts(float* y, std::int64_t n, int C, int parts, cudaStream_t stream,
+                       Launch&& launch) {
+  const int c_part = ceil_div(C, parts);
+  parts = ceil_div(C, c_part);
+  const std::int64_t stride = ceil_div<std::int64_t>(n, 4) * 4;
+  auto* partial = static_cast<float*>(
+      pool_workspace(static_cast<std::size_t>(parts * stride) * sizeof(float), stream));
+  if (partial == nullptr) return false;
+  launch(partial, parts, c_part, stride);
+  conv_best_sum_parts_kernel<<<grid_stride_blocks(n, 256, 4 * multiprocessor_count()), 256, 0,
+                               stream>>>(y, partial, parts, n, stride);
   CUDA_CHECK_LAUNCH();
   CUDA_CHECK(cudaFreeAsync(partial, stream));
   return true;
@@ -902,10 +952,19 @@ std::int64_t stream_grid_blocks(const ConvShape& s) {
 //    40x40 4.49 to 1.07 ms, cuDNN 1.36; C = 16, K = 5 on 100 images of 32x32 0.103 to 0.069; 4
 //    maps, C = 300 2.25 to 1.07; with 1 to 3 maps the streaming kernel stays faster: 3 maps,
 //    392 terms 0.048 against 0.068).
-bool stream_beats_gemm(const ConvShape& s) {
+//  - `split` (the plain launcher): with 1 to 3 maps, the grid counts the parts the streaming
+//    kernel splits a long sum into (channel_parts), so small grids stay on it (256 images:
+//    C = 37, 3 maps, K = 7 on 32x9 0.133 on the GEMM, 0.048 split; C = 200, 3 maps, K = 3 on
+//    10x10 0.108 to 0.049; C = 64, 2 maps, K = 5 on 12x12 0.096 to 0.056).
+bool stream_beats_gemm(const ConvShape& s, bool split) {
   const int R = s.C * s.K * s.K;
-  const std::int64_t blocks = stream_grid_blocks(s);
+  std::int64_t blocks = stream_grid_blocks(s);
   const int sms = multiprocessor_count();
+  // Plain, 1 to 3 maps: the grid the split sum gives (launch_stream), where the GEMM's tiles
+  // are mostly padding.
+  if (split && s.M < 4 && s.K <= kMaxK && stream_launch_maps(s.M, s.C, s.K) == s.M) {
+    blocks *= channel_parts(s.C, s.K, blocks, kStreamBlocksPerSm);
+  }
   const bool few_maps = s.M <= 8 || (s.M <= 16 && R < 256);
   const bool long_sum_small_grid = s.M >= 4 && R >= 256 && 2 * blocks < sms;
   return s.C > 1 && s.K <= kMaxK && (R < 32 || few_maps) && !long_sum_small_grid &&
@@ -926,7 +985,7 @@ bool run_gemm(float* y, const float* x, const float* k, const ConvShape& s, cuda
   const bool only_fallback_left = s.K > kMaxK || stream_launch_maps(s.M, s.C, s.K) == 0;
   const bool declined = only_fallback_left
                             ? s.M <= 4 || (s.C == 1 && 2 * gemm_grid_blocks(g) <= sms)
-                            : s.C == 1 || stream_beats_gemm(s);
+                            : s.C == 1 || stream_beats_gemm(s, true);
   if (declined || s.K * s.K > kGemmMaxR) return false;
   if (run_gemm_split(y, x, k, g, stream)) return true;
   bool launched = true;  // false when the first chunk's grid was too large: nothing launched
@@ -2300,10 +2359,14 @@ bool run_winograd(float* y, const float* x, const float* k, const ConvShape& s,
   return true;
 }
 
-// Every other shape: one thread per output, grid-stride over all of y.
+// Every other shape: one thread per output, grid-stride over all of y; a split sum's part
+// (blockIdx.y) sums channels [c_begin, c_end) into its own copy of y.
 __global__ void conv_best_fallback_kernel(float* __restrict__ y, const float* __restrict__ x,
                                           const float* __restrict__ k, int M, int C, int H, int W,
-                                          int K, std::int64_t total) {
+                                          int K, std::int64_t total, int c_part,
+                                          std::int64_t part_floats) {
+  const int c_begin = static_cast<int>(blockIdx.y) * c_part, c_end = min(C, c_begin + c_part);
+  y += blockIdx.y * part_floats;
   const int H_out = H - K + 1;
   const int W_out = W - K + 1;
   for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < total;
@@ -2313,7 +2376,7 @@ __global__ void conv_best_fallback_kernel(float* __restrict__ y, const float* __
     const int m = static_cast<int>(i / (std::int64_t{W_out} * H_out) % M);
     const std::int64_t b = i / (std::int64_t{W_out} * H_out * M);
     float acc = 0.0f;
-    for (int c = 0; c < C; ++c) {
+    for (int c = c_begin; c < c_end; ++c) {
       const float* xc = x + ((b * C + c) * H + h) * W + w;
       const float* kc = k + (std::int64_t{m} * C + c) * K * K;
       for (int p = 0; p < K; ++p) {
@@ -2400,6 +2463,7 @@ Geometry make_geometry(float* y, const float* x, const ConvShape& s, bool fused,
   // float4 loads of x's rows need tiles that start at multiples of 4 columns as well.
   g.vector_loads = tw % 4 == 0 && g.W % 4 == 0 &&
                    reinterpret_cast<std::uintptr_t>(x) % sizeof(float4) == 0;
+  g.c_part = s.C;
   return g;
 }
 
@@ -2471,29 +2535,50 @@ bool launch_stream(float* y, const float* x, const float* k, Geometry g, cudaStr
     g.maps_per_block = stream_maps_per_block(count);
     g.map_blocks = ceil_div(count, g.maps_per_block);
   };
-  if constexpr (K >= kStreamSharedMinK) {
-    const std::int64_t shared = stream_shared_bytes(g.C, K);
-    if (shared <= kStreamSharedMax) {
-      set_maps(0, g.M);
-      conv_best_stream_kernel<K, TW, kFused, true>
-          <<<static_cast<unsigned>(stream_blocks(g.tiles, g.M)), kStreamThreads,
-             static_cast<std::size_t>(shared), stream>>>(y, x, k, g);
+  // Every launch of the layer into `out`, `parts` parts of the sum (g.c_part channels each).
+  const auto launch_all = [&](float* out, int parts) {
+    if constexpr (K >= kStreamSharedMinK) {
+      const std::int64_t shared = stream_shared_bytes(g.C, K);
+      if (shared <= kStreamSharedMax) {
+        set_maps(0, g.M);
+        conv_best_stream_kernel<K, TW, kFused, true>
+            <<<dim3(static_cast<unsigned>(stream_blocks(g.tiles, g.M)), parts), kStreamThreads,
+               static_cast<std::size_t>(shared), stream>>>(out, x, k, g);
+        CUDA_CHECK_LAUNCH();
+        return;
+      }
+    }
+    const std::int64_t filter = std::int64_t{g.C} * K * K;  // one map's filter
+    for (int m0 = 0; m0 < g.M; m0 += maps_per_launch) {
+      set_maps(m0, std::min(maps_per_launch, g.M - m0));
+      // Stream order: this copy lands after the previous chunk's kernel has read the filters.
+      CUDA_CHECK(cudaMemcpyToSymbolAsync(
+          c_best_weights, k + m0 * filter,
+          static_cast<std::size_t>(g.m_count * filter) * sizeof(float), 0,
+          cudaMemcpyDeviceToDevice, stream));
+      conv_best_stream_kernel<K, TW, kFused, false>
+          <<<dim3(static_cast<unsigned>(stream_blocks(g.tiles, g.m_count)), parts),
+             kStreamThreads, 0, stream>>>(out, x, k, g);
       CUDA_CHECK_LAUNCH();
+    }
+  };
+  if constexpr (!kFused) {
+    // A grid too small for the SMs with a long sum: its channels in parts (one launch only).
+    const int parts = maps_per_launch == g.M
+                          ? channel_parts(g.C, K, stream_blocks(g.tiles, g.M), kStreamBlocksPerSm)
+                          : 1;
+    const std::int64_t n = g.tiles / g.tiles_per_image * g.M * g.out_h * g.out_w;
+    if (parts > 1 && run_channel_parts(y, n, g.C, parts, stream,
+                                       [&](float* partial, int count, int c_part,
+                                           std::int64_t stride) {
+                                         g.c_part = c_part;
+                                         g.part_floats = stride;
+                                         launch_all(partial, count);
+                                       })) {
       return true;
     }
   }
-  const std::int64_t filter = std::int64_t{g.C} * K * K;  // one map's filter
-  for (int m0 = 0; m0 < g.M; m0 += maps_per_launch) {
-    set_maps(m0, std::min(maps_per_launch, g.M - m0));
-    // Stream order: this copy lands after the previous chunk's kernel has read the filters.
-    CUDA_CHECK(cudaMemcpyToSymbolAsync(c_best_weights, k + m0 * filter,
-                                       static_cast<std::size_t>(g.m_count * filter) * sizeof(float),
-                                       0, cudaMemcpyDeviceToDevice, stream));
-    conv_best_stream_kernel<K, TW, kFused, false>
-        <<<static_cast<unsigned>(stream_blocks(g.tiles, g.m_count)), kStreamThreads, 0,
-           stream>>>(y, x, k, g);
-    CUDA_CHECK_LAUNCH();
-  }
+  launch_all(y, 1);
   return true;
 }
 
@@ -2707,7 +2792,7 @@ bool run_plain(float* y, const float* x, const float* k, const ConvShape& s, cud
 // product on the tensor cores, which has no pooling epilogue, or run_pointwise.
 bool plain_runs_tiled(const ConvShape& s) {
   return !pointwise_takes(s) && s.K <= kMaxK &&
-         (s.C == 1 || (stream_beats_gemm(s) && image_geometry(s).group == 0));
+         (s.C == 1 || (stream_beats_gemm(s, false) && image_geometry(s).group == 0));
 }
 
 // conv + tanh + max-pool as the plain route into a workspace from the stream-ordered pool,
@@ -2740,9 +2825,16 @@ void conv_best(float* y, const float* x, const float* k, const ConvShape& shape,
   shape.validate();
   if (run_plain(y, x, k, shape, stream)) return;
   const std::int64_t total = shape.y_elements();
-  conv_best_fallback_kernel<<<grid_stride_blocks(total, 256, kFallbackMaxBlocks), 256, 0, stream>>>(
-      y, x, k, shape.M, shape.C, shape.H, shape.W, shape.K, total);
-  CUDA_CHECK_LAUNCH();
+  const unsigned blocks = grid_stride_blocks(total, 256, kFallbackMaxBlocks);
+  const auto launch = [&](float* out, int parts, int c_part, std::int64_t stride) {
+    conv_best_fallback_kernel<<<dim3(blocks, parts), 256, 0, stream>>>(
+        out, x, k, shape.M, shape.C, shape.H, shape.W, shape.K, total, c_part, stride);
+    CUDA_CHECK_LAUNCH();
+  };
+  // Few outputs with a long sum (K > 7, at most 4 maps): the channels in parts.
+  const int parts = channel_parts(shape.C, shape.K, blocks, kFallbackBlocksPerSm);
+  if (parts > 1 && run_channel_parts(y, total, shape.C, parts, stream, launch)) return;
+  launch(y, 1, shape.C, 0);
 }
 
 void conv_tanh_maxpool_best(float* y, const float* x, const float* k, const ConvShape& shape,
