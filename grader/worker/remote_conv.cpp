@@ -52,10 +52,6 @@ constexpr std::chrono::seconds kSpinForReply{1};
 // trip matches only roughly, is shared by several calls (docs/grader.md, "Op Time").
 constexpr double kRepeatTarget_s = 0.02;
 constexpr int kMaxRepeats = 16;
-// The repeated calls' inputs: the first call's input, each value scaled by 1 + eps * u, eps
-// at least this (repeat_noise()).
-constexpr double kRepeatNoise = 1.0 / 256;
-
 std::uint64_t align_up(std::uint64_t n) {
   return (n + kAlign - 1) / kAlign * kAlign;
 }
@@ -568,19 +564,6 @@ bool verify_output(Verification& v, const float* got, const float* want, std::in
     v.first = VerifyFailure{call, shape, fused, mismatches, worst_i, got[worst_i], want[worst_i]};
   }
   return false;
-}
-
-double rounding_allowance(Precision p, const ConvShape& shape, double abs_sum, double max_abs_x,
-                          double max_abs_k) {
-  const std::int64_t n = std::int64_t{shape.C} * shape.K * shape.K;
-  return 1.01 * (elementwise_bound(p, n, abs_sum, max_abs_x, max_abs_k) +
-                 elementwise_bound(Precision::fp32, n, abs_sum, max_abs_x, max_abs_k));
-}
-
-double repeat_noise(const ConvShape& shape) {
-  const std::int64_t n = std::int64_t{shape.C} * shape.K * shape.K;
-  const double needed = 28.0 * accumulation_bound(n) * std::sqrt(static_cast<double>(n));
-  return std::clamp(needed, kRepeatNoise, 0.5);
 }
 
 std::string output_coordinates(std::int64_t i, const ConvShape& s, bool fused, int pool) {

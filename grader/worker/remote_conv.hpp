@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "grader/worker/verify_rule.hpp"
 #include "reference/conv/conv_shape.hpp"
 #include "reference/conv/precision.hpp"
 #include "reference/core/error.hpp"
@@ -135,23 +136,6 @@ int start_gpu_partner();
 /// values one each (rounding_allowance()). Updates `v` and returns whether every element passed.
 bool verify_output(Verification& v, const float* got, const float* want, std::int64_t count,
                    const ConvShape& shape, bool fused, std::span<const double> extra = {});
-
-/// Tolerance of the per-call verification (float32 against float32 in another order), to which
-/// each output adds the rounding of both sums (rounding_allowance()).
-inline constexpr double kVerifyAtol = 1e-4;
-inline constexpr double kVerifyRtol = 1e-4;
-
-/// What a call of class `p` and the float32 reference (a direct sum) may both round away on an
-/// output whose sum of |x||k| is `abs_sum`: elementwise_bound() of each, 1 % over for the
-/// float32 sum that measured abs_sum.
-double rounding_allowance(Precision p, const ConvShape& shape, double abs_sum, double max_abs_x,
-                          double max_abs_k);
-
-/// How far the inputs of a repeated timed call move from the first's (each value times
-/// 1 + eps u, u uniform in [-1, 1)): 1/256, or more on long sums, so that an output kept from
-/// an earlier call still misses the moved reference by about 8 times the rounding allowance
-/// (eps >= 28 a_n sqrt(n), a_n = accumulation_bound(C*K*K)); at most 1/2.
-double repeat_noise(const ConvShape& shape);
 
 /// "y[b][m][h][w]" of flat index `i` of an output of `shape` (pooled with `pool` when fused).
 std::string output_coordinates(std::int64_t i, const ConvShape& shape, bool fused, int pool = 2);

@@ -13,6 +13,8 @@
 #include "grader/grade/grading_plan.hpp"
 #include "grader/grade/report.hpp"
 #include "grader/worker/protocol.hpp"
+#include "grader/worker/verify_rule.hpp"
+#include "reference/conv/elementwise.hpp"
 #include "reference/conv/library_conv.hpp"
 #include "reference/conv/variant_table.hpp"
 #include "reference/core/error.hpp"
@@ -452,4 +454,46 @@ TEST_CASE("report.json carries every field, non-finite numbers as null") {
   const std::string table = summary_table(sample_result());
   CHECK(table.find("hidden/best/secret/1000") != std::string::npos);
   CHECK(table.find("Total: 10 / 17") != std::string::npos);
+}
+
+TEST_CASE("the referee's check of repeated calls: a kept output fails on long sums too") {
+  // 6400 terms: the rounding allowance of both float32 sums is about 0.15 here, more than a
+  // 1/256 move of the inputs changes an output, so repeat_noise() moves them further.
+  const ConvShape s{2, 3, 256, 9, 9, 5};
+  CHECK(repeat_noise(ConvShape{1, 50, 1, 28, 28, 5}) == kRepeatNoiseMin);
+  CHECK(repeat_noise(ConvShape{1, 16, 4, 40, 40, 7}) == kRepeatNoiseMin);
+  const double eps = repeat_noise(s);
+  CHECK(eps > 10 * kRepeatNoiseMin);
+  CHECK(eps <= 0.5);
+  CHECK(repeat_noise(ConvShape{1, 1, 4096, 20, 20, 13}) == 0.5);
+
+  const auto x = elementwise_values(3, 0, ElementwiseTensor::x, s.x_elements());
+  const auto k = elementwise_values(3, 0, ElementwiseTensor::k, s.k_elements());
+  const auto u = elementwise_values(3, 1, ElementwiseTensor::x, s.x_elements());
+  std::vector<float> kept(static_cast<std::size_t>(s.y_elements()));
+  conv_forward_reference(kept.data(), x.data(), k.data(), s);
+  // The share of outputs a result `got` of the moved inputs fails, for a move of `e`.
+  const auto failing = [&](double e, bool correct) {
+    std::vector<float> moved(x.size()), abs_x(x.size()), abs_k(k.size());
+    for (std::size_t j = 0; j < x.size(); ++j) {
+      moved[j] = static_cast<float>(x[j] * (1.0 + e * u[j]));
+      abs_x[j] = std::fabs(moved[j]);
+    }
+    for (std::size_t j = 0; j < k.size(); ++j) abs_k[j] = std::fabs(k[j]);
+    std::vector<float> want(kept.size());
+    conv_forward_reference(want.data(), moved.data(), k.data(), s);
+    const std::vector<double> exact = conv_reference_double(s, moved, k);
+    const std::vector<double> sums = conv_reference_double(s, abs_x, abs_k);
+    std::int64_t bad = 0;
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      const double got = correct ? static_cast<double>(static_cast<float>(exact[i])) : kept[i];
+      const double allowed = kVerifyAtol + kVerifyRtol * std::fabs(want[i]) +
+                             rounding_allowance(Precision::fp32, s, sums[i], 1.0, 1.0);
+      bad += !(std::fabs(got - want[i]) <= allowed);
+    }
+    return static_cast<double>(bad) / static_cast<double>(want.size());
+  };
+  CHECK(failing(eps, false) > 0.9);              // the kept output is caught
+  CHECK(failing(eps, true) == 0.0);              // a correct one passes
+  CHECK(failing(kRepeatNoiseMin, false) < 0.5);  // a 1/256 move alone would let most through
 }
