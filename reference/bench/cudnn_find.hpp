@@ -61,11 +61,6 @@ class CudnnFinder {
   Precision precision_ = Precision::fp32;
 };
 
-/// The oracle every variant is checked against: IMPLICIT_GEMM, which sums the products directly
-/// in fp32 (FFT and Winograd round through their transforms as well).
-inline constexpr cudnnConvolutionFwdAlgo_t kOracleAlgorithm =
-    CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
-
 /// cuDNN's version as "major.minor.patch".
 std::string cudnn_version_text();
 

@@ -133,8 +133,9 @@ void CudnnConv::prepare(const ConvShape& shape) {
   // The oracle's one algorithm, or the heuristics' ranking: the first that works and whose
   // workspace we can allocate (a large workspace may not fit next to a large batch).
   if (direct_) {
-    if (!use_algorithm(CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, xd, kd, yd)) {
-      throw CudaError("cuDNN's IMPLICIT_GEMM cannot run " + shape.to_string());
+    if (!use_algorithm(kOracleAlgorithm, xd, kd, yd)) {
+      throw CudaError("cuDNN's " + cudnn_algorithm_name(kOracleAlgorithm) + " cannot run " +
+                      shape.to_string());
     }
     prepared_ = shape;
     return;

@@ -31,11 +31,16 @@ void set_conv_descriptors(const ConvShape& shape, cudnnTensorDescriptor_t x,
                           cudnnFilterDescriptor_t k, cudnnConvolutionDescriptor_t conv,
                           cudnnTensorDescriptor_t y);
 
+/// The oracle the bench and the referee check against: IMPLICIT_GEMM, which sums the products
+/// directly in fp32, so its own rounding is a float32 sum's (accumulation_bound(),
+/// reference/conv/precision.hpp); FFT and Winograd round through their transforms as well.
+inline constexpr cudnnConvolutionFwdAlgo_t kOracleAlgorithm =
+    CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
+
 /// Which cuDNN algorithm a CudnnConv runs.
 enum class CudnnAlgorithm {
   fastest,  ///< the heuristics' first usable one (FFT and Winograd included)
-  direct    ///< IMPLICIT_GEMM, which sums the products directly: an oracle whose own rounding
-            ///< is a float32 sum's (accumulation_bound(), reference/conv/precision.hpp)
+  direct    ///< kOracleAlgorithm
 };
 
 /// A cuDNN forward convolution (fp32, cross-correlation, no padding, stride 1).

@@ -160,42 +160,16 @@ TEST_CASE("the float32 accumulation bound: worst case on short sums, sqrt(n) on 
         doctest::Approx(2 * accumulation_bound(10000)));
 }
 
-namespace {
-
-// The plain float32 loop a student writes first: one running sum per output, c, p, q in order.
-std::vector<float> sequential_conv(const ConvShape& s, const std::vector<float>& x,
-                                   const std::vector<float>& k) {
-  std::vector<float> y(static_cast<std::size_t>(s.y_elements()));
-  const std::int64_t ho = s.H_out(), wo = s.W_out(), kk = s.K;
-  std::size_t out = 0;
-  for (std::int64_t b = 0; b < s.B; ++b)
-    for (std::int64_t m = 0; m < s.M; ++m)
-      for (std::int64_t h = 0; h < ho; ++h)
-        for (std::int64_t w = 0; w < wo; ++w) {
-          float acc = 0.0f;
-          for (std::int64_t c = 0; c < s.C; ++c)
-            for (std::int64_t p = 0; p < kk; ++p)
-              for (std::int64_t q = 0; q < kk; ++q) {
-                const float xv = x[static_cast<std::size_t>(((b * s.C + c) * s.H + h + p) * s.W +
-                                                            w + q)];
-                const float kv = k[static_cast<std::size_t>(((m * s.C + c) * kk + p) * kk + q)];
-                acc = acc + xv * kv;
-              }
-          y[out++] = acc;
-        }
-  return y;
-}
-
-}  // namespace
-
 TEST_CASE("a long float32 sum passes the element-wise rule; a wrong one still fails") {
-  // C*K*K = 25088 terms: the loop's own rounding reaches 1e-3 where a fixed 1e-4 + 1e-4 |want|
-  // would fail a correct kernel on outputs near zero.
+  // C*K*K = 25088 terms, summed in float32 by the library convolution in the plain order
+  // (acc += x * k over c, p, q): its own rounding reaches 1e-3 where a fixed
+  // 1e-4 + 1e-4 |want| would fail a correct kernel on outputs near zero.
   const ConvShape s{1, 8, 512, 22, 22, 7};
   const std::vector<float> x = elementwise_values(5, 0, ElementwiseTensor::x, s.x_elements());
   const std::vector<float> k = elementwise_values(5, 0, ElementwiseTensor::k, s.k_elements());
   const std::vector<double> want = conv_reference_double(s, x, k);
-  std::vector<float> y = sequential_conv(s, x, k);
+  std::vector<float> y(static_cast<std::size_t>(s.y_elements()));
+  conv_forward_reference(y.data(), x.data(), k.data(), s);
   const OutputDims dims = conv_output_dims(s);
   CHECK_FALSE(compare_elementwise(y, want, dims, 1e-4, 1e-4).ok);
   const std::vector<double> allowed =
@@ -207,8 +181,9 @@ TEST_CASE("a long float32 sum passes the element-wise rule; a wrong one still fa
   for (std::size_t f = 0; f < k.size(); f += 49)
     for (int p = 0; p < 7; ++p)
       for (int q = 0; q < 7; ++q) kt[f + p * 7 + q] = k[f + q * 7 + p];
-  const ElementwiseComparison bad =
-      compare_elementwise_within(sequential_conv(s, x, kt), want, allowed, dims);
+  std::vector<float> wrong(y.size());
+  conv_forward_reference(wrong.data(), x.data(), kt.data(), s);
+  const ElementwiseComparison bad = compare_elementwise_within(wrong, want, allowed, dims);
   CHECK(bad.mismatches * 10 > 9 * bad.elements);
   // Nor does it hide an output never written.
   y[100] = std::numeric_limits<float>::quiet_NaN();

@@ -156,7 +156,7 @@ struct Geometry {
                         // (2) values; 1 otherwise
   bool vector_loads;    // likewise x's rows
   // Stream kernel, plain: channels per part of a split sum (blockIdx.y a part; C when not split)
-  // and the distance between the parts' outputs (split_channel_parts).
+  // and the distance between the parts' outputs (run_channel_parts).
   int c_part;
   std::int64_t part_floats;
 };
