@@ -348,9 +348,8 @@ void RemoteConv::cpu(float* y, const float* x, const float* k, const ConvShape& 
     conv_forward_reference(want.data(), x, k, s);
     // Every sum of |x||k| is at most C*K*K max|x| max|k|: one allowance for all, no second
     // convolution on the CPU.
-    float max_x = 0.0f, max_k = 0.0f;
-    for (std::int64_t i = 0; i < s.x_elements(); ++i) max_x = std::max(max_x, std::fabs(x[i]));
-    for (std::int64_t i = 0; i < s.k_elements(); ++i) max_k = std::max(max_k, std::fabs(k[i]));
+    const float max_x = max_magnitude({x, static_cast<std::size_t>(s.x_elements())});
+    const float max_k = max_magnitude({k, static_cast<std::size_t>(s.k_elements())});
     const double terms = static_cast<double>(s.C) * s.K * s.K;
     const double extra[] = {
         rounding_allowance(impl_->precision, s, terms * max_x * max_k, max_x, max_k)};
@@ -370,9 +369,7 @@ std::vector<double> class_allowance(Precision p, const float* x, const float* k,
   std::vector<float> ak(static_cast<std::size_t>(s.k_elements()));
   CUDA_CHECK(cudaMemcpy(ax.data(), x, ax.size() * sizeof(float), cudaMemcpyDeviceToHost));
   CUDA_CHECK(cudaMemcpy(ak.data(), k, ak.size() * sizeof(float), cudaMemcpyDeviceToHost));
-  float max_x = 0.0f, max_k = 0.0f;
-  for (float& v : ax) max_x = std::max(max_x, v = std::fabs(v));
-  for (float& v : ak) max_k = std::max(max_k, v = std::fabs(v));
+  const float max_x = to_magnitudes(ax), max_k = to_magnitudes(ak);
   DeviceBuffer dax(s.x_elements()), dak(s.k_elements()), sums(s.y_elements());
   dax.upload(ax);
   dak.upload(ak);
@@ -463,9 +460,10 @@ void gpu_call(RemoteConv::Impl& impl, bool fused, int pool, float* y, const floa
   float* dx = impl.dx.buffer.data();
   CUDA_CHECK(
       cudaMemcpyAsync(dx, x, s.x_elements() * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+  const double noise = repeat_noise(s);
   for (int i = 1; i < repeat; ++i) {
-    perturb_input(dx + i * x_slot, x, s.x_elements(), impl.nonces(),
-                  static_cast<float>(repeat_noise(s)), stream);
+    perturb_input(dx + i * x_slot, x, s.x_elements(), impl.nonces(), static_cast<float>(noise),
+                  stream);
   }
   CUDA_CHECK(cudaMemcpyAsync(impl.dk.buffer.data(), k, s.k_elements() * sizeof(float),
                              cudaMemcpyDeviceToDevice, stream));
@@ -510,8 +508,7 @@ void gpu_call(RemoteConv::Impl& impl, bool fused, int pool, float* y, const floa
   verify_output(v, got.data(), ref.data(), ny, s, fused, extra);
   // The repeated calls, on the device: their inputs are at most 1 + repeat_noise() times the
   // first's, and so is the rounding allowance.
-  const double extra_max =
-      (1.0 + repeat_noise(s)) * *std::max_element(extra.begin(), extra.end());
+  const double extra_max = (1.0 + noise) * *std::max_element(extra.begin(), extra.end());
   for (int i = 1; i < repeat; ++i) {
     reference(dx + i * x_slot);
     const float* out = impl.snapshot.data() + i * y_slot;

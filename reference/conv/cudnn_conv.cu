@@ -259,11 +259,14 @@ std::string CudnnConv::algorithm() const {
 }
 
 namespace {
-// One CudnnConv per thread and class, made on first use (a cuDNN handle is not free).
-CudnnConv& thread_cudnn_conv(Precision precision = Precision::fp32) {
-  thread_local std::array<std::unique_ptr<CudnnConv>, 3> convs;
-  std::unique_ptr<CudnnConv>& conv = convs.at(static_cast<std::size_t>(precision));
-  if (conv == nullptr) conv = std::make_unique<CudnnConv>(precision);
+// One CudnnConv per thread, class and algorithm choice, made on first use (a cuDNN handle is
+// not free).
+CudnnConv& thread_cudnn_conv(Precision precision = Precision::fp32,
+                             CudnnAlgorithm algorithm = CudnnAlgorithm::fastest) {
+  thread_local std::array<std::array<std::unique_ptr<CudnnConv>, 2>, 3> convs;
+  std::unique_ptr<CudnnConv>& conv = convs.at(static_cast<std::size_t>(precision))
+                                         .at(algorithm == CudnnAlgorithm::direct ? 1 : 0);
+  if (conv == nullptr) conv = std::make_unique<CudnnConv>(precision, algorithm);
   return *conv;
 }
 }  // namespace
@@ -278,22 +281,16 @@ void conv_tanh_maxpool_cudnn(float* y, const float* x, const float* k, const Con
   thread_cudnn_conv().forward_tanh_maxpool(y, x, k, shape, pool, stream);
 }
 
-namespace {
-CudnnConv& thread_direct_conv() {
-  thread_local CudnnConv conv(Precision::fp32, CudnnAlgorithm::direct);
-  return conv;
-}
-}  // namespace
-
 void conv_forward_cudnn_direct(float* y, const float* x, const float* k, const ConvShape& shape,
                                cudaStream_t stream) {
-  thread_direct_conv().forward(y, x, k, shape, stream);
+  thread_cudnn_conv(Precision::fp32, CudnnAlgorithm::direct).forward(y, x, k, shape, stream);
 }
 
 void conv_tanh_maxpool_cudnn_direct(float* y, const float* x, const float* k,
                                     const ConvShape& shape, const PoolShape& pool,
                                     cudaStream_t stream) {
-  thread_direct_conv().forward_tanh_maxpool(y, x, k, shape, pool, stream);
+  thread_cudnn_conv(Precision::fp32, CudnnAlgorithm::direct)
+      .forward_tanh_maxpool(y, x, k, shape, pool, stream);
 }
 
 namespace {

@@ -150,12 +150,22 @@ ElementwiseComparison compare_elementwise_within(std::span<const float> got,
   return c;
 }
 
+float max_magnitude(std::span<const float> v) {
+  float most = 0.0f;
+  for (const float e : v) most = std::max(most, std::fabs(e));
+  return most;
+}
+
+float to_magnitudes(std::span<float> v) {
+  float most = 0.0f;
+  for (float& e : v) most = std::max(most, e = std::fabs(e));
+  return most;
+}
+
 std::vector<double> precision_allowance(Precision p, const ConvShape& shape,
                                         std::span<const float> x, std::span<const float> k) {
-  std::vector<float> ax(x.size()), ak(k.size());
-  float max_x = 0.0f, max_k = 0.0f;
-  for (std::size_t i = 0; i < x.size(); ++i) max_x = std::max(max_x, ax[i] = std::fabs(x[i]));
-  for (std::size_t i = 0; i < k.size(); ++i) max_k = std::max(max_k, ak[i] = std::fabs(k[i]));
+  std::vector<float> ax(x.begin(), x.end()), ak(k.begin(), k.end());
+  const float max_x = to_magnitudes(ax), max_k = to_magnitudes(ak);
   std::vector<double> allowed = conv_reference_double(shape, ax, ak);
   const std::int64_t n = std::int64_t{shape.C} * shape.K * shape.K;
   for (double& a : allowed) a = elementwise_bound(p, n, a, max_x, max_k);

@@ -119,6 +119,11 @@ ElementwiseComparison compare_elementwise_within(std::span<const float> got,
                                                  std::span<const double> allowed,
                                                  const OutputDims& dims, std::size_t keep = 10);
 
+/// The largest magnitude in v (0 for none): the max|x| and max|k| of elementwise_bound().
+float max_magnitude(std::span<const float> v);
+/// Replaces every value of v by its magnitude and returns the largest (0 for none): the |x|
+/// and |k| whose convolution gives the sums of |x||k|.
+float to_magnitudes(std::span<float> v);
 /// Each output's rounding allowance for a convolution of class `p` of `shape` on x and k:
 /// elementwise_bound() (reference/conv/precision.hpp) of its sum of |x||k|, in double.
 std::vector<double> precision_allowance(Precision p, const ConvShape& shape,

@@ -202,3 +202,12 @@ TEST_CASE("a pooled output's allowance is the largest of its window's") {
   CHECK(pooled[3] == 18.0);
   CHECK_THROWS_AS(pooled_allowance(std::vector<double>(19), s, PoolShape{2, 2}), Error);
 }
+
+TEST_CASE("the bound's max|x| and |x| come from the magnitudes, negative values included") {
+  const std::vector<float> x{0.5f, -3.0f, 2.0f, -0.0f};
+  CHECK(max_magnitude(x) == 3.0f);
+  CHECK(max_magnitude(std::span<const float>{}) == 0.0f);
+  std::vector<float> a = x;
+  CHECK(to_magnitudes(a) == 3.0f);
+  CHECK(a == std::vector<float>{0.5f, 3.0f, 2.0f, 0.0f});
+}
