@@ -275,6 +275,13 @@ const ConvShape kSmallShapes[] = {
     // kernels): filters in shared memory, in constant memory, above 7x7; channel counts no
     // multiple of a part
     {8, 1, 53, 15, 46, 7}, {4, 3, 135, 9, 21, 4}, {2, 2, 121, 26, 14, 11}, {3, 3, 37, 32, 9, 7},
+    // few maps on images too large to stage whole (best's band kernel): bands of rows with a
+    // short last band, rows of whole float4s or not, 1 to 4 map fragments, several whole images
+    // per tile with the sum split over parts, and a split on bands; 1 to 3 maps with K > 7
+    // (B's columns hold shifted filters): rows of y no multiple of the shift, a last band
+    // whose last row's terms run past the image
+    {3, 13, 19, 40, 61, 4}, {2, 8, 67, 36, 92, 5}, {1, 20, 40, 30, 40, 3}, {2, 29, 24, 50, 50, 5},
+    {5, 2, 70, 20, 16, 9}, {2, 10, 93, 32, 35, 8}, {2, 1, 20, 30, 37, 8}, {1, 3, 30, 70, 45, 9},
 };
 
 }  // namespace
@@ -297,6 +304,7 @@ TEST_CASE("fused launchers match the CPU conv, tanh and max-pool on awkward shap
       {5, 9, 1, 27, 29, 6}, {3, 11, 2, 14, 33, 4}, {2, 4, 1, 30, 30, 7},  // C=1, K=7
       {2, 20, 1, 19, 23, 4}, {2, 31, 2, 15, 14, 3}, {2, 37, 1, 12, 13, 5}, {2, 45, 3, 11, 10, 3},
       {2, 53, 2, 13, 11, 4}, {3, 6, 1, 20, 17, 8}, {2, 7, 15, 9, 10, 2},  // full or half last step
+      {2, 10, 30, 30, 36, 6},  // images too large to stage whole: pooled after the band kernel
       // C = 1, 41 to 64 maps a block, K = 5 to 7 (the warp-group products on sm_90a): odd
       // conv outputs, images of an odd size, a short last tile of windows, 2 to 4 map slices.
       {3, 64, 1, 29, 27, 6}, {2, 130, 1, 21, 19, 7}, {3, 45, 1, 14, 30, 5}, {2, 200, 1, 20, 20, 5},
