@@ -1306,26 +1306,36 @@ ImageGeometry image_geometry(const ConvShape& s, bool pool = false) {
   return g;
 }
 
+// Calls f(std::integral_constant<int, NT>{}) for nt fragments of 8 maps (1 to
+// kImageMaxMapFrags; the geometries decline more): the staged-image and band kernels take NT as
+// a template parameter.
+template <typename F>
+void dispatch_map_frags(int nt, F&& f) {
+  static_assert(kImageMaxMapFrags == 4, "one case per fragment count");
+  switch (nt) {
+    case 1:
+      f(std::integral_constant<int, 1>{});
+      break;
+    case 2:
+      f(std::integral_constant<int, 2>{});
+      break;
+    case 3:
+      f(std::integral_constant<int, 3>{});
+      break;
+    default:
+      f(std::integral_constant<int, 4>{});
+      break;
+  }
+}
+
 // The image path for a plain conv; false (nothing launched) where image_geometry declines.
 template <bool kPool>
 bool run_image(float* y, const float* x, const float* k, const ConvShape& s, cudaStream_t stream) {
   const ImageGeometry g = image_geometry(s, kPool);
   if (g.group == 0) return false;
-  const int NT = ceil_div(s.M, 8);
-  switch (NT) {
-    case 1:
-      launch_image<1, kPool>(y, x, k, g, stream);
-      break;
-    case 2:
-      launch_image<2, kPool>(y, x, k, g, stream);
-      break;
-    case 3:
-      launch_image<3, kPool>(y, x, k, g, stream);
-      break;
-    default:
-      launch_image<4, kPool>(y, x, k, g, stream);
-      break;
-  }
+  dispatch_map_frags(ceil_div(s.M, 8), [&](auto frags) {
+    launch_image<decltype(frags)::value, kPool>(y, x, k, g, stream);
+  });
   return true;
 }
 
@@ -1397,6 +1407,9 @@ struct BandGeometry {
   int c_part;        // a split sum's channels per part (a multiple of cc; C when not split)
   std::int64_t part_floats;
 
+  // Fragments of 8 columns of B (maps times shifts), and the terms of a chunk's sum.
+  __host__ __device__ int frags() const { return (M * shift + 7) / 8; }
+  __host__ __device__ int chunk_terms() const { return cc * K * KW; }
   // Shared memory: two chunks' split filters [steps][NT][32] (uint4) and two staged inputs,
   // then the terms' offsets [steps][4] (int2) and the rows' (in the staged chunk, in y, and
   // the outputs left in y's row).
@@ -1503,8 +1516,7 @@ __global__ void __launch_bounds__(kBandThreads, 2)
   // While it is on its way: the terms and the rows of A. Past the chunk's terms: the row's own
   // pixel, times a zero filter.
   for (int i = tid; i < g.steps * 4; i += kBandThreads) {
-    const int chunk_terms = g.cc * g.K * g.KW;
-    const auto term = [&](int r) { return r < chunk_terms ? 4 * band_term_offset(r, g) : 0; };
+    const auto term = [&](int r) { return r < g.chunk_terms() ? 4 * band_term_offset(r, g) : 0; };
     const int r = i / 4 * 8 + i % 4;
     terms[i] = {term(r), term(r + 4)};
   }
@@ -1601,14 +1613,13 @@ BandGeometry band_tiles(BandGeometry g, int images) {
   g.plane = g.rows_in * g.W + (g.shift > 1 ? 8 : 0);
   // The most channels per chunk that fit (a chunk's sum at most kBandMaxTerms), then as many
   // chunks of as even a size (a last chunk of a few channels would pad its steps with zeros).
-  const int NT = ceil_div(g.M * g.shift, 8), terms = g.K * g.KW;
-  const int most = std::min({g.C, kBandMaxChunk, std::max(1, kBandMaxTerms / terms)});
+  g.c_part = g.C;
+  const int most = std::min({g.C, kBandMaxChunk, std::max(1, kBandMaxTerms / (g.K * g.KW))});
   for (int c = most; c >= 1; --c) {
     g.cc = ceil_div(g.C, ceil_div(g.C, c));
-    g.steps = ceil_div(g.cc * terms, 8);
+    g.steps = ceil_div(g.chunk_terms(), 8);
     g.stage_floats = ceil_div(images * g.cc * g.plane, 4) * 4;
-    g.c_part = g.C;
-    if (g.bytes(NT) <= kBandSharedMax) return g;
+    if (g.bytes(g.frags()) <= kBandSharedMax) return g;
   }
   g.tiles = 0;
   return g;
@@ -1616,8 +1627,8 @@ BandGeometry band_tiles(BandGeometry g, int images) {
 
 // The band route's geometry; tiles 0 where it does not take the shape: C = 1 (the C = 1
 // kernels), K = 1 (run_pointwise), more than 32 maps (the GEMMs), sums under kBandMinTerms
-// terms, rows wider than a tile, and up to 4 maps with filters the tiled kernels take (the
-// channel-streaming kernel, whose tiles waste nothing on maps).
+// terms, rows wider than a tile, and up to 4 maps where the shifted filters measured slower
+// (K up to 4, or 3 maps up to 7x7).
 BandGeometry band_geometry(const ConvShape& s) {
   BandGeometry g{};
   g.B = s.B;
@@ -1633,11 +1644,10 @@ BandGeometry band_geometry(const ConvShape& s) {
   g.shift = 1 << g.shift_log;
   g.KW = s.K + g.shift - 1;
   g.W_rows = ceil_div(g.W_out, g.shift);
-  const int NT = ceil_div(s.M * g.shift, 8);
   // Up to 4 maps with filters the tiled kernels take: from K = 5 on, with B's columns full
   // (1, 2 or 4 maps); otherwise the earlier routes measured faster (see the kernel).
   const bool stream_faster = s.M <= 4 && s.K <= kMaxK && (s.K < 5 || s.M == 3);
-  if (s.C == 1 || s.K == 1 || NT > kImageMaxMapFrags || s.C * s.K * s.K < kBandMinTerms ||
+  if (s.C == 1 || s.K == 1 || g.frags() > kImageMaxMapFrags || s.C * s.K * s.K < kBandMinTerms ||
       g.W_rows > kBandOutputs || stream_faster) {
     return g;
   }
@@ -1654,7 +1664,7 @@ BandGeometry band_geometry(const ConvShape& s) {
   for (int images = most_images; images >= 1; images /= 2) {
     const BandGeometry t = band_tiles(g, images);
     const double work = static_cast<double>(std::min(t.tile_rows, kBandOutputs)) *
-                        std::min(t.cc * s.K * g.KW, kBandOutputs);
+                        std::min(t.chunk_terms(), kBandOutputs);
     if (t.tiles > 0 && work > best_work) best = t, best_work = work;
   }
   return best;
@@ -1678,7 +1688,7 @@ void launch_band(float* y, const float* x, const uint4* filters, const BandGeome
 bool run_band(float* y, const float* x, const float* k, const ConvShape& s, cudaStream_t stream) {
   BandGeometry g = band_geometry(s);
   if (g.tiles == 0) return false;
-  const int NT = ceil_div(s.M * g.shift, 8), chunks = ceil_div(s.C, g.cc);
+  const int NT = g.frags(), chunks = ceil_div(s.C, g.cc);
   const std::int64_t quads = std::int64_t{chunks} * g.steps * NT * 32;
   auto* filters =
       static_cast<uint4*>(pool_workspace(static_cast<std::size_t>(quads) * sizeof(uint4), stream));
@@ -1691,24 +1701,13 @@ bool run_band(float* y, const float* x, const float* k, const ConvShape& s, cuda
     BandGeometry part = g;
     part.c_part = c_part;
     part.part_floats = stride;
-    switch (NT) {
-      case 1:
-        launch_band<1>(out, x, filters, part, parts, stream);
-        break;
-      case 2:
-        launch_band<2>(out, x, filters, part, parts, stream);
-        break;
-      case 3:
-        launch_band<3>(out, x, filters, part, parts, stream);
-        break;
-      default:
-        launch_band<4>(out, x, filters, part, parts, stream);
-        break;
-    }
+    dispatch_map_frags(NT, [&](auto frags) {
+      launch_band<decltype(frags)::value>(out, x, filters, part, parts, stream);
+    });
   };
   // Parts: to fill the SMs where the grid is small, and to keep each chain of products at
   // most kBandMaxTerms long.
-  const int chain_chunks = std::max(1, kBandMaxTerms / (g.cc * s.K * g.KW));
+  const int chain_chunks = std::max(1, kBandMaxTerms / g.chunk_terms());
   const int parts = std::min(
       std::max(channel_parts(s.C, s.K, g.tiles, 2), ceil_div(chunks, chain_chunks)), chunks);
   if (parts < 2 || !run_channel_parts(y, s.y_elements(), s.C, parts, stream, launch, g.cc)) {
