@@ -1446,7 +1446,7 @@ __host__ __device__ __forceinline__ int band_term_offset(int r, const BandGeomet
 // m's filter moved j columns right. Past the sum, the maps or the filter's row: 0.
 __global__ void conv_best_band_filters_kernel(uint4* __restrict__ out, const float* __restrict__ k,
                                               const BandGeometry g, int NT, std::int64_t total) {
-  const int per_channel = g.K * g.KW, chunk_terms = g.cc * per_channel;
+  const int per_channel = g.K * g.KW, chunk_terms = g.chunk_terms();
   for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < total;
        i += std::int64_t{gridDim.x} * blockDim.x) {
     const int lane = static_cast<int>(i % 32), n = static_cast<int>(i / 32 % NT);
