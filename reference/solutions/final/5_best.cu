@@ -1546,6 +1546,8 @@ __global__ void __launch_bounds__(kBandThreads, 2)
   int first[kBandTasks];
 #pragma unroll
   for (int t = 0; t < kBandTasks; ++t) first[t] = (t * kBandWarps + warp) * 32;
+  // The tile's row of A that this lane's fragment f of task t holds in its half h.
+  const auto row = [&](int t, int f, int h) { return first[t] + 16 * f + 8 * h + gq; };
   float acc[kBandTasks][2][NT][4] = {};
   for (int j = 0; j < chunks; ++j) {
     if (j + 1 < chunks) {
@@ -1563,7 +1565,7 @@ __global__ void __launch_bounds__(kBandThreads, 2)
       for (int f = 0; f < 2; ++f) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          at[t][f][h] = stage + in_stage[min(first[t] + 16 * f + 8 * h + gq, rows - 1)];
+          at[t][f][h] = stage + in_stage[min(row(t, f, h), rows - 1)];
         }
       }
     }
@@ -1593,7 +1595,7 @@ __global__ void __launch_bounds__(kBandThreads, 2)
     for (int f = 0; f < 2; ++f) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int q = first[t] + 16 * f + 8 * h + gq;
+        const int q = row(t, f, h);
         if (q >= rows) continue;
         float* out = y + in_y[q];
         const int left = room[q];

@@ -451,7 +451,7 @@ struct ImageLayer {
     // tiles, 4 images a group: 0.167 to 0.188 ms).
     const bool uneven = l.tiles < 8 * kImageWarps;
     l.group = uneven ? kImageWarps / std::gcd(std::max(l.tiles, 1), kImageWarps) : 1;
-    if ((l.group * l.image + 3) / 4 * 4 > kImageFloatsMax) l.group = 1;
+    if (l.staged() > kImageFloatsMax) l.group = 1;
     return l;
   }
   /// The image offset of the first output (the top-left one, pooled) of the item in row r and
