@@ -122,6 +122,9 @@ BenchMachine describe_machine() {
   const MemoryBandwidth& bw = measured_memory_bandwidth();
   m.hbm_bandwidth = bw.bytes_per_s;
   m.hbm_method = bw.method;
+  const MemoryBandwidth& write = measured_write_bandwidth();
+  m.write_bandwidth = write.bytes_per_s;
+  m.write_method = write.method;
   return m;
 }
 

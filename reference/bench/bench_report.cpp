@@ -371,6 +371,11 @@ std::string ceilings_text(const BenchMachine& m) {
       << m.hbm_method << "), " << printf_text("%.0f", theoretical_bandwidth(d) / 1e9)
       << " GB/s theoretical (2 x " << printf_text("%.0f MHz", d.memory_clock_hz / 1e6) << " x "
       << d.memory_bus_bits << "-bit bus)\n";
+  if (m.write_bandwidth > 0) {
+    out << "write bandwidth: " << printf_text("%.0f", m.write_bandwidth / 1e9)
+        << " GB/s measured (" << m.write_method
+        << "): a layer's output bytes over it are the floor of writing them\n";
+  }
   return out.str();
 }
 
@@ -567,7 +572,9 @@ json machine_json(const BenchMachine& m) {
           {"physical_peak_flops", {{"fp32", c.fp32}, {"tf32", c.tf32}, {"fp16", c.fp16}}},
           {"memory_bandwidth_bytes_per_s", m.hbm_bandwidth},
           {"memory_bandwidth_method", m.hbm_method},
-          {"memory_bandwidth_theoretical_bytes_per_s", theoretical_bandwidth(m.device)}};
+          {"memory_bandwidth_theoretical_bytes_per_s", theoretical_bandwidth(m.device)},
+          {"write_bandwidth_bytes_per_s", m.write_bandwidth},
+          {"write_bandwidth_method", m.write_method}};
 }
 
 }  // namespace

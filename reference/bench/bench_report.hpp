@@ -133,6 +133,8 @@ struct BenchMachine {
   std::string fp32_peak_method;  ///< how it was measured
   double hbm_bandwidth = 0.0;    ///< measured bytes/s (device-to-device copy)
   std::string hbm_method;        ///< how it was measured
+  double write_bandwidth = 0.0;  ///< measured bytes/s of stores alone (0: not measured)
+  std::string write_method;      ///< how it was measured
 
   /// The roofline's ceilings: the device's physical peaks and the measured bandwidth.
   Ceilings ceilings() const { return physical_ceilings(device, hbm_bandwidth); }

@@ -49,6 +49,16 @@ double best_seconds(const BenchStream& stream, int warmup, int runs, Call call) 
   return *std::min_element(s.begin(), s.end());
 }
 
+// Stores only: element i of the buffer gets the value i.
+__global__ void store_only_kernel(float4* __restrict__ out, std::int64_t count) {
+  const std::int64_t stride = std::int64_t{gridDim.x} * blockDim.x;
+  for (std::int64_t i = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < count;
+       i += stride) {
+    const float v = static_cast<float>(4 * i);
+    out[i] = make_float4(v, v + 1.0f, v + 2.0f, v + 3.0f);
+  }
+}
+
 Fp32Peak measure_fp32_peak() {
   constexpr int kN = 8192;
   constexpr int kWarmup = 2, kRuns = 5;
@@ -125,6 +135,26 @@ MemoryBandwidth measure_memory_bandwidth() {
               std::to_string(kRuns)};
 }
 
+MemoryBandwidth measure_write_bandwidth() {
+  constexpr std::int64_t kBytes = std::int64_t{1} << 30;
+  constexpr std::int64_t kFloats = kBytes / std::int64_t{sizeof(float)};
+  constexpr int kWarmup = 1, kRuns = 10, kThreads = 256, kBlocksPerSm = 4;
+  int device = 0, sms = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  BenchStream stream;
+  DeviceBuffer out(kFloats);
+  const auto store = [&] {
+    store_only_kernel<<<sms * kBlocksPerSm, kThreads, 0, stream.get()>>>(
+        reinterpret_cast<float4*>(out.data()), kFloats / 4);
+    CUDA_CHECK(cudaGetLastError());
+  };
+  const double seconds = best_seconds(stream, kWarmup, kRuns, store);
+  stream.sync();
+  return {static_cast<double>(kBytes) / seconds,
+          "a kernel storing float4s, 1 GiB, bytes written, best of " + std::to_string(kRuns)};
+}
+
 }  // namespace
 
 const Fp32Peak& measured_fp32_peak() {
@@ -134,6 +164,11 @@ const Fp32Peak& measured_fp32_peak() {
 
 const MemoryBandwidth& measured_memory_bandwidth() {
   static const MemoryBandwidth bandwidth = measure_memory_bandwidth();
+  return bandwidth;
+}
+
+const MemoryBandwidth& measured_write_bandwidth() {
+  static const MemoryBandwidth bandwidth = measure_write_bandwidth();
   return bandwidth;
 }
 

@@ -1,7 +1,8 @@
 /// @file
 /// @brief The measured fp32 peak of the current GPU (a large cuBLAS SGEMM, FMA math, no TF32),
-/// the ceiling that "percent of peak" columns divide by; and the measured memory bandwidth, the
-/// floor of a layer that must write its output.
+/// the ceiling that "percent of peak" columns divide by; the measured memory bandwidth of a copy,
+/// the roofline's slope; and the measured bandwidth of stores alone, the floor of a layer whose
+/// cost is writing its output.
 #pragma once
 
 #include <string>
@@ -36,5 +37,13 @@ struct MemoryBandwidth {
 /// L2; one warm-up copy, then the best of 10 timed with CUDA events. The figure counts the
 /// bytes read and the bytes written.
 const MemoryBandwidth& measured_memory_bandwidth();
+
+/// Measures once per process and caches the result; throws CudaError when there is no GPU.
+///
+/// A kernel that only stores: 1 GiB of float4s, each value its own index (a pattern the
+/// memory system cannot compress, as a memset's could be), a grid-stride loop on 4 blocks of
+/// 256 threads per SM; one warm-up launch, then the best of 10 timed with CUDA events. The figure
+/// counts the bytes written. A layer that writes B bytes of output takes at least B / this.
+const MemoryBandwidth& measured_write_bandwidth();
 
 }  // namespace convlab

@@ -25,6 +25,8 @@ inline BenchMachine sample_h100() {
   m.fp32_peak_method = "cuBLAS SGEMM 8192^3";
   m.hbm_bandwidth = 2.8e12;
   m.hbm_method = "cudaMemcpy device to device";
+  m.write_bandwidth = 3.16e12;
+  m.write_method = "a kernel storing float4s";
   return m;
 }
 

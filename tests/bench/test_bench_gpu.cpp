@@ -62,6 +62,10 @@ void check_rows(const Run& r, std::size_t layers, std::size_t variants) {
   CHECK(m.at("fp32_peak_flops").get<double>() > 1e11);
   CHECK(m.at("memory_bandwidth_bytes_per_s").get<double>() > 1e10);
   CHECK(m.at("memory_bandwidth_theoretical_bytes_per_s").get<double>() > 1e10);
+  // Stores alone: above a copy's per-direction rate, under the bus's theoretical rate.
+  const double write = m.at("write_bandwidth_bytes_per_s").get<double>();
+  CHECK(write > 0.5 * m.at("memory_bandwidth_bytes_per_s").get<double>());
+  CHECK(write < m.at("memory_bandwidth_theoretical_bytes_per_s").get<double>());
   CHECK(m.at("clock_hz").get<double>() > 1e8);
   CHECK(!m.at("gpu").get<std::string>().empty());
   // The measured SGEMM peak stays under the physical one, where the GPU is in the table.

@@ -308,6 +308,8 @@ TEST_CASE("the report's roofline: both peaks and bandwidths in the header, a bou
   CHECK(text.find("fp16 1070.5 TFLOP/s") != std::string::npos);
   CHECK(text.find("memory bandwidth: 2800 GB/s measured (cudaMemcpy device to device), 3352 GB/s "
                   "theoretical (2 x 2619 MHz x 5120-bit bus)") != std::string::npos);
+  CHECK(text.find("write bandwidth: 3160 GB/s measured (a kernel storing float4s)") !=
+        std::string::npos);
   CHECK(text.find("fp32 bound (ms)") != std::string::npos);
   CHECK(text.find("tf32 bound (ms)") != std::string::npos);
   CHECK(text.find("fp16 bound (ms)") == std::string::npos);  // no fp16 variant in the report
