@@ -304,10 +304,19 @@ std::string variant_table(const BenchReport& r, std::size_t v) {
   return format_table(header, rows, {2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15, 16});
 }
 
-// Per layer: work, compulsory traffic, intensity, and the bound of every class in use.
+// The time to write y at the measured write bandwidth, where it was measured.
+std::optional<double> write_floor_seconds(const BenchMachine& m, const ConvShape& shape) {
+  if (!(m.write_bandwidth > 0)) return std::nullopt;
+  return static_cast<double>(shape.y_elements()) * sizeof(float) / m.write_bandwidth;
+}
+
+// Per layer: work, compulsory traffic, intensity, the floor of writing y (where the write
+// bandwidth was measured) and the bound of every class in use.
 std::string roofline_table(const BenchReport& r) {
   const std::vector<Precision> classes = report_classes(r);
+  const bool write_floor = r.machine.write_bandwidth > 0;
   std::vector<std::string> header{"layer", "shape", "GFLOP", "MB moved", "flops/byte"};
+  if (write_floor) header.push_back("y write floor (ms)");
   for (Precision c : classes) {
     header.insert(header.end(),
                   {std::string(precision_name(c)) + " bound (ms)", "TFLOP/s", "limit"});
@@ -318,6 +327,9 @@ std::string roofline_table(const BenchReport& r) {
     std::vector<std::string> row{
         layer.name, shape_text(layer.shape), printf_text("%.3f", t.flops / 1e9),
         printf_text("%.1f", t.bytes / 1e6), printf_text("%.1f", t.intensity())};
+    if (const auto floor = write_floor_seconds(r.machine, layer.shape)) {
+      row.push_back(ms_text(*floor));
+    }
     for (Precision c : classes) {
       const std::optional<RooflineBound> b = class_bound(r.machine, layer.shape, c);
       if (b) {
@@ -330,8 +342,11 @@ std::string roofline_table(const BenchReport& r) {
     rows.push_back(std::move(row));
   }
   std::vector<int> right{2, 3, 4};
+  const int first = write_floor ? 6 : 5;  // the first class's bound
+  if (write_floor) right.push_back(5);
   for (std::size_t i = 0; i < classes.size(); ++i) {
-    right.insert(right.end(), {static_cast<int>(5 + 3 * i), static_cast<int>(6 + 3 * i)});
+    right.insert(right.end(),
+                 {static_cast<int>(first + 3 * i), static_cast<int>(first + 1 + 3 * i)});
   }
   return format_table(header, rows, right);
 }
@@ -372,9 +387,8 @@ std::string ceilings_text(const BenchMachine& m) {
       << " GB/s theoretical (2 x " << printf_text("%.0f MHz", d.memory_clock_hz / 1e6) << " x "
       << d.memory_bus_bits << "-bit bus)\n";
   if (m.write_bandwidth > 0) {
-    out << "write bandwidth: " << printf_text("%.0f", m.write_bandwidth / 1e9)
-        << " GB/s measured (" << m.write_method
-        << "): a layer's output bytes over it are the floor of writing them\n";
+    out << "write bandwidth: " << printf_text("%.0f", m.write_bandwidth / 1e9) << " GB/s measured ("
+        << m.write_method << "): a layer's output bytes over it are the floor of writing them\n";
   }
   return out.str();
 }
@@ -532,7 +546,12 @@ json roofline_json(const BenchReport& r, const LayerResult& layer) {
                                                 {"limit", b->memory_bound ? "memory" : "compute"}};
     }
   }
-  return {{"flops", t.flops}, {"bytes", t.bytes}, {"intensity", t.intensity()}, {"bounds", bounds}};
+  json j = {
+      {"flops", t.flops}, {"bytes", t.bytes}, {"intensity", t.intensity()}, {"bounds", bounds}};
+  if (const auto floor = write_floor_seconds(r.machine, layer.shape)) {
+    j["write_floor_seconds"] = *floor;
+  }
+  return j;
 }
 
 json layer_json(const BenchReport& r, const LayerResult& layer) {

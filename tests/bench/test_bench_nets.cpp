@@ -58,7 +58,7 @@ std::string with_layer(const std::string& layer) {
 TEST_CASE("every description in datasets/nets loads, under its own file name") {
   const std::vector<std::string> names = convlab::net_names(nets_dir());
   CHECK(names == std::vector<std::string>{"ece408", "lenet", "odd-shapes", "random-layers",
-                                              "two-conv", "vgg16"});
+                                          "two-conv", "vgg16"});
   for (const std::string& name : names) {
     CAPTURE(name);
     const NetDescription net = load(name);
@@ -319,6 +319,9 @@ TEST_CASE("the report's roofline: both peaks and bandwidths in the header, a bou
   CHECK(text.find("215.7") != std::string::npos);
   CHECK(text.find("10.7") != std::string::npos);
   CHECK(text.find("0.0770") != std::string::npos);
+  // y's 184.3 MB at the 3.16 TB/s write bandwidth: 58.3 us.
+  CHECK(text.find("y write floor (ms)") != std::string::npos);
+  CHECK(text.find("0.0583") != std::string::npos);
   CHECK(text.find("29.9") != std::string::npos);
   CHECK(text.find("memory") != std::string::npos);
   // % bound: the direct variant's 4 ms is 1.9% of it, cuDNN's 2 ms 3.9%.
@@ -337,6 +340,7 @@ TEST_CASE("the report's roofline: both peaks and bandwidths in the header, a bou
   CHECK(m.at("clock_hz") == 1.98e9);
   const auto& roof = j.at("layers").at(0).at("roofline");
   CHECK(roof.at("bytes") == 215680800.0);
+  CHECK(roof.at("write_floor_seconds").get<double>() == doctest::Approx(58.33e-6).epsilon(1e-3));
   CHECK(roof.at("intensity").get<double>() == doctest::Approx(10.683).epsilon(1e-3));
   CHECK(roof.at("bounds").at("fp32").at("limit") == "memory");
   CHECK(roof.at("bounds").at("fp32").at("seconds").get<double>() ==
