@@ -147,7 +147,7 @@ MemoryBandwidth measure_write_bandwidth() {
   const auto store = [&] {
     store_only_kernel<<<sms * kBlocksPerSm, kThreads, 0, stream.get()>>>(
         reinterpret_cast<float4*>(out.data()), kFloats / 4);
-    CUDA_CHECK(cudaGetLastError());
+    CUDA_CHECK_LAUNCH();
   };
   const double seconds = best_seconds(stream, kWarmup, kRuns, store);
   stream.sync();
