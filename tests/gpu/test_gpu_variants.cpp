@@ -44,14 +44,17 @@ using convlab::GpuConvTanhPoolFn;
 using convlab::PoolShape;
 
 // Inputs on the device, an output buffer, and a stream of its own (launchers must use it).
+// `scale` multiplies x and divides k: the same products, from inputs of another magnitude.
 struct Problem {
-  explicit Problem(const ConvShape& s)
+  explicit Problem(const ConvShape& s, float scale = 1.0f)
       : shape(s),
         x_host(convlab::test::random_values(s.x_elements(), 1234)),
         k_host(convlab::test::random_values(s.k_elements(), 5678)),
         x(s.x_elements()),
         k(s.k_elements()),
         y(s.y_elements()) {
+    for (float& v : x_host) v *= scale;
+    for (float& v : k_host) v /= scale;
     x.upload(x_host);
     k.upload(k_host);
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -177,8 +180,8 @@ std::vector<double> pooled_allowance(const convlab::GpuVariant& v, const Problem
 // Checks every fused launcher on `s` and `pool` against the CPU reference, within the conv's
 // own rule plus its class's allowance (tanh and max-pool do not enlarge an error), and that
 // two runs agree bit for bit. Returns how many fused launchers were checked.
-int check_fused_variants(const ConvShape& s, const PoolShape& pool) {
-  Problem problem(s);
+int check_fused_variants(const ConvShape& s, const PoolShape& pool, float scale = 1.0f) {
+  Problem problem(s, scale);
   const std::vector<float> ref = cpu_conv_tanh_pool(problem, pool);
   const convlab::Tolerance tol = convlab::tolerance_for(s);
   // Output coordinates of the pooled tensor, for the mismatch report.
@@ -305,10 +308,15 @@ TEST_CASE("fused launchers match the CPU conv, tanh and max-pool on awkward shap
       {2, 20, 1, 19, 23, 4}, {2, 31, 2, 15, 14, 3}, {2, 37, 1, 12, 13, 5}, {2, 45, 3, 11, 10, 3},
       {2, 53, 2, 13, 11, 4}, {3, 6, 1, 20, 17, 8}, {2, 7, 15, 9, 10, 2},  // full or half last step
       {2, 10, 30, 30, 36, 6},  // images too large to stage whole: pooled after the band kernel
-      // C = 1, 41 to 64 maps a block, K = 5 to 7 (the warp-group products on sm_90a): odd
-      // conv outputs, images of an odd size, a short last tile of windows, 2 to 4 map slices.
+      // C = 1, 41 to 64 maps a block, K = 5 to 7 (the warp-group products on sm_90a; K = 5 with
+      // up to 64 maps takes the fp16 products below): odd conv outputs, images of an odd size,
+      // a short last tile of windows, 2 to 4 map slices.
       {3, 64, 1, 29, 27, 6}, {2, 130, 1, 21, 19, 7}, {3, 45, 1, 14, 30, 5}, {2, 200, 1, 20, 20, 5},
       {5, 41, 1, 17, 25, 5},
+      // C = 1, K = 5, 25 to 64 maps (`best`'s fp16 products, 4 to 8 fragments of 8 maps):
+      // images of odd sizes, not a multiple of 4 values, the last tile of windows short.
+      {3, 56, 1, 23, 19, 5}, {2, 48, 1, 36, 44, 5}, {4, 49, 1, 9, 10, 5}, {3, 25, 1, 28, 28, 5},
+      {2, 33, 1, 15, 21, 5}, {2, 64, 1, 21, 22, 5}, {3, 58, 1, 54, 54, 5},
       // `best`'s staged images with the pool in the epilogue: 1 to 4 fragments of 8 maps,
       // windows of a task across images and a short last chunk, odd conv outputs, K = 1.
       {2, 16, 4, 40, 40, 7}, {7, 20, 12, 13, 13, 4}, {3, 24, 5, 20, 19, 3}, {2, 32, 8, 10, 11, 3},
@@ -335,6 +343,19 @@ TEST_CASE("fused launchers match the CPU conv, tanh and max-pool on awkward shap
                                ConvShape{2, 16, 4, 40, 40, 7}, ConvShape{2, 4, 2, 20, 22, 9}}) {
       CAPTURE(s.to_string());
       CHECK((check_fused_variants(s, pool) > 0 || !staff));
+    }
+  }
+}
+
+TEST_CASE("fused launchers keep fp32 accuracy on inputs far from 1") {
+  // The same products from x scaled by 1e6 and k by 1e-6, and the other way: beyond fp16's
+  // range and under its normal numbers, which `best`'s fp16 products must scale away.
+  const bool staff = fused_expected();
+  for (const float scale : {1e6f, 1e-6f}) {
+    CAPTURE(scale);
+    for (const ConvShape& s : {ConvShape{4, 50, 1, 28, 28, 5}, ConvShape{3, 45, 1, 14, 30, 5}}) {
+      CAPTURE(s.to_string());
+      CHECK((check_fused_variants(s, PoolShape{2, 2}, scale) > 0 || !staff));
     }
   }
 }

@@ -79,9 +79,11 @@
 // memory (the staged images: LeNet's conv2 1.74 to 1.35 ms, two-conv's 0.106 to 0.059, against
 // pooling after the plain kernel). tanh is increasing, so the max first and one tanh after gives
 // the same values with a quarter of the tanh evaluations (tanh from the hardware exp2 and
-// reciprocal, absolute error below 1e-6). On Hopper (an sm_90a build), C = 1 layers with 41 maps
-// or more and K = 5 to 7 (the project's layer) run on the tensor cores instead, 3xTF32 with the
-// warp group's wgmma products (run_c1_wgmma). Shapes whose plain route is another product on the
+// reciprocal, absolute error below 1e-6). C = 1 layers with K = 5 and 25 to 64 maps (the
+// project's layer) run on the tensor cores instead, with fp32 accuracy from three fp16 products
+// of scaled values (run_c1_half); on Hopper (an sm_90a build), other C = 1 layers with 41 maps
+// or more and K = 5 to 7 run 3xTF32 with the warp group's wgmma products (run_c1_wgmma).
+// Shapes whose plain route is another product on the
 // tensor cores, and other pool geometries, run the plain route into a workspace and pool after it
 // (run_conv_then_pool: C = 128, 256 maps, K = 3 on 30x30 5.31 to 0.165 ms against the streaming
 // kernel, H100); the one-thread-per-pooled-output kernel is left for shapes no faster route
@@ -98,7 +100,9 @@
 // events) plain 0.398 ms (previous version 0.684; 1.09x the store-only floor), fused 0.301 ms
 // on the FMA units (48 TFLOP/s of 64 for pure FFMA), 0.226 ms with wgmma. Op Time in the
 // network: plain 0.411 ms against cuDNN's 1.582, fused 0.232 ms against cuDNN's conv + tanh +
-// max-pool 3.075 (milestones/final/README.md, section 5).
+// max-pool 3.075 (milestones/final/README.md, section 5). On an H200, fused: 0.240 ms with
+// wgmma, 0.192 with the fp16 products (Op Time).
+#include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -1756,6 +1760,8 @@ bool run_band(float* y, const float* x, const float* k, const ConvShape& s, cuda
 // 32x32 0.48 to 0.39. The warps wait on the stores (DRAM 78% busy, 13 cycles per instruction
 // issued): on rows of whole sectors the FMA kernel, which writes longer runs of y, stays 3-9%
 // faster up to K = 6 (the project's layer 0.401 against 0.437 ms) and keeps them.
+// Fused, K = 5 with up to 64 maps (the project's layer) has since moved to run_c1_half below:
+// fp16 products on whole windows per lane, 0.184 against 0.232 ms on an H200.
 // wgmma is an sm_90a instruction: other builds compile an empty kernel and never launch it.
 constexpr int kWgThreads = 128;      // one warp group
 constexpr int kWgMinMaps = 41;       // maps per block at least ...
@@ -2153,6 +2159,289 @@ bool run_c1_wgmma(float* y, const float* x, const float* k, const ConvShape& s,
       break;
     default:
       launch_c1_wgmma_frags<6, 1, kPool>(y, x, k, g, slices, stream);
+      break;
+  }
+  return true;
+}
+
+// ---- C = 1 fused, 25 to 64 maps, K = 5: three fp16 products on mma.sync ---------------------
+// The project's fused layer with fp32 accuracy in fp16 products, which the tensor cores run at
+// twice the TF32 rate: every value v is split into v's fp16 rounding and the fp16 rounding
+// of the rest (11 + 11 bits, as 3xTF32), and big x big + big x small + small x big are
+// accumulated in fp32. fp16's range is narrow, so the values are scaled by powers of two first
+// (exact): each image so that its largest magnitude lies in [2^14, 2^15), the filters likewise,
+// and the epilogue scales the pooled maximum back (with tanh's exp2 scale: one multiply).
+// fp16 pairs are 4-byte units, so a block stages an image (cp.async) and writes it as two planes
+// of pairs, plane[i] = (v[i], v[i + 1]) for the big and the small parts: a lane's A register, two
+// horizontally adjacent terms of its output, is one 4-byte load at any offset. The sum's terms
+// go by pairs of columns of a filter row (K = 5: 3 pairs a row, the last with one term and a
+// zero filter; 15 pairs, 2 steps of 16 terms). The rest is tensor_cores' image kernel: every
+// filter as fragments in registers (both parts), a warp's tile 8 windows whose top and bottom
+// rows are two products, a lane holding whole windows, so the pool is three maxima.
+// Measured on an H200 (kernel alone, CUDA events, L2 flushed, fastest of 20), against the wgmma
+// kernel (3xTF32: operands split per tile, warp groups pooling across lanes) for 41 maps or
+// more and the FMA kernel below that: the project's layer 0.232 to 0.184 ms (Op Time 0.240 to
+// 0.192); 48 maps on 2,000 images of 44x44 0.123 to 0.100; 56 maps, 23x19 0.072 to 0.059; 64
+// maps 0.256 to 0.207; 40 maps 0.245 to 0.148 and 25 maps 0.159 to 0.128 (FMA). The largest
+// error against a float64 sum, after tanh: 6e-7 to 7e-7 (3xTF32: 8e-7 to 9e-7). Not adopted:
+// both parts of a pair in one 8-byte load (0.191 to 0.210 ms); four blocks per SM (128
+// registers, spills: 0.206 to 0.223 with the generic sizes); six warps a block, 3 tiles each
+// (0.194 to 0.202).
+constexpr int kHalfWarps = 4, kHalfThreads = 32 * kHalfWarps, kHalfBlocksPerSm = 3;
+constexpr int kHalfMinMaps = 25, kHalfMaxMaps = 64;
+constexpr int kHalfSharedMax = 48 * 1024;
+// Scales beyond 2^+-60 are not taken (images or filters whose largest magnitude is under
+// 2^-45): their parts then lose low bits, far below fp32's rounding of the sum.
+constexpr int kHalfExponentMax = 60;
+
+struct HalfGeometry {
+  int B, M, W;
+  int PW, items;      // pooled columns, windows per image
+  float inverse_PW;   // 1 / PW: j / PW is (j + 0.5) / PW rounded down, exact for j < 2^21
+  int image;          // H * W
+  int words;          // floats of a staged image and words of a plane: image + a zero, by 4
+  bool vector_x;      // images start 16-byte aligned and hold a multiple of 4 values
+  int bytes() const { return 4 * 4 * words; }  // two staging buffers, two planes
+};
+
+// e such that m * 2^e lies in [2^14, 2^15); 0 (no scaling) for 0, inf and NaN.
+__device__ __forceinline__ int half_exponent(float m) {
+  if (!(m > 0.0f) || isinf(m)) return 0;
+  int e = 0;
+  frexpf(m, &e);
+  return min(max(15 - e, -kHalfExponentMax), kHalfExponentMax);
+}
+
+// v = big + small + (below fp32's rounding of the sums): both fp16, packed as the pair's half.
+__device__ __forceinline__ void split_half(float v, unsigned short& big, unsigned short& small) {
+  const __half b = __float2half_rn(v);
+  big = __half_as_ushort(b);
+  small = __half_as_ushort(__float2half_rn(v - __half2float(b)));
+}
+__device__ __forceinline__ std::uint32_t half_pair(unsigned short lo, unsigned short hi) {
+  return std::uint32_t{lo} | std::uint32_t{hi} << 16;
+}
+
+// mma.sync m16n8k16, fp16 inputs, fp32 accumulators: lane l (g = l / 4, t = l % 4) holds A's
+// rows g and g + 8 at columns 2t, 2t + 1 (a[0], a[1]) and 2t + 8, 2t + 9 (a[2], a[3]), B's
+// rows 2t, 2t + 1 (b0) and 2t + 8, 2t + 9 (b1) of column g, C as the TF32 m16n8k8.
+__device__ __forceinline__ void mma_f16(float (&c)[4], const std::uint32_t (&a)[4],
+                                        std::uint32_t b0, std::uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// The largest magnitude of n values, for every thread of the block (NaN ignored). `scratch`
+// (kHalfWarps floats) may be written again after the block's next barrier.
+__device__ float block_max_abs(const float* v, int n, float* scratch) {
+  const int tid = static_cast<int>(threadIdx.x);
+  float m = 0.0f;
+  for (int i = tid; i < n; i += kHalfThreads) m = fmaxf(m, fabsf(v[i]));
+  for (int o = 16; o > 0; o /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  if (tid % 32 == 0) scratch[tid / 32] = m;
+  __syncthreads();
+  m = scratch[0];
+  for (int w = 1; w < kHalfWarps; ++w) m = fmaxf(m, scratch[w]);
+  return m;
+}
+
+// kH, kW: the images' size where it is known at compile time (0: g's).
+template <int kK, int NT, int kH, int kW>
+__global__ void __launch_bounds__(kHalfThreads, kHalfBlocksPerSm)
+    conv_c1_half_kernel(float* __restrict__ y, const float* __restrict__ x,
+                        const float* __restrict__ k, HalfGeometry g) {
+  constexpr int kRowPairs = (kK + 1) / 2, kPairs = kK * kRowPairs, kSteps = (kPairs + 7) / 8;
+  const int W = kW > 0 ? kW : g.W, PW = kW > 0 ? (kW - kK + 1) / 2 : g.PW;
+  const int items = kH > 0 ? (kH - kK + 1) / 2 * PW : g.items;
+  extern __shared__ __align__(128) float smem[];  // two staging buffers, then the two planes
+  std::uint32_t* const big = reinterpret_cast<std::uint32_t*>(smem + 2 * g.words);
+  std::uint32_t* const small = big + g.words;
+  __shared__ float scratch[kHalfWarps];
+  __shared__ float unscale;
+  const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, warp = tid / 32;
+  const int gq = lane / 4, t = lane % 4;
+  // Past the image, the staging buffers hold zeros (read by the last pairs, times a zero
+  // filter); the copies never write there. Published by the loop's first barrier.
+  for (int i = g.image + tid; i < g.words; i += kHalfThreads) smem[i] = smem[g.words + i] = 0.0f;
+
+  // Column c of the sum: pair c / 2 (row c / 2 / kRowPairs, columns q0 and q0 + 1); the term
+  // of the filter, or -1 for padding.
+  const auto term = [](int c) {
+    const int j = c / 2, q = 2 * (j % kRowPairs) + c % 2;
+    return j < kPairs && q < kK ? j / kRowPairs * kK + q : -1;
+  };
+  const int fe = half_exponent(block_max_abs(k, g.M * kK * kK, scratch));
+  const float fscale = ldexpf(1.0f, fe);
+  std::uint32_t fbig[NT][kSteps][2], fsmall[NT][kSteps][2];
+#pragma unroll
+  for (int n = 0; n < NT; ++n) {
+    const int m = 8 * n + gq;
+#pragma unroll
+    for (int s = 0; s < kSteps; ++s) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int c = 16 * s + 8 * h + 2 * t, r0 = term(c), r1 = term(c + 1);
+        unsigned short b0, s0, b1, s1;
+        split_half(m < g.M && r0 >= 0 ? fscale * k[m * kK * kK + r0] : 0.0f, b0, s0);
+        split_half(m < g.M && r1 >= 0 ? fscale * k[m * kK * kK + r1] : 0.0f, b1, s1);
+        fbig[n][s][h] = half_pair(b0, b1);
+        fsmall[n][s][h] = half_pair(s0, s1);
+      }
+    }
+  }
+  // This lane's pairs t and t + 4 of each step, as plane offsets from the output's pixel.
+  int pair_offset[kSteps][2];
+#pragma unroll
+  for (int s = 0; s < kSteps; ++s) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int j = 8 * s + 4 * h + t;
+      pair_offset[s][h] = j < kPairs ? j / kRowPairs * W + 2 * (j % kRowPairs) : 0;
+    }
+  }
+  // This lane's maps 2t and 2t + 1 of fragment n exist for every n but the last.
+  const bool last0 = (NT - 1) * 8 + 2 * t < g.M, last1 = (NT - 1) * 8 + 2 * t + 1 < g.M;
+  const int tiles = ceil_div(items, 8);
+
+  const auto stage = [&](float* dst, int b) {
+    const float* src = x + static_cast<std::int64_t>(b) * g.image;
+    if (g.vector_x) {
+      for (int i = 4 * tid; i < g.image; i += 4 * kHalfThreads) cp_async16(dst + i, src + i, true);
+    } else {
+      for (int i = tid; i < g.image; i += kHalfThreads) cp_async4(dst + i, src + i, true);
+    }
+    cp_async_commit();
+  };
+  int buffer = 0;
+  if (static_cast<int>(blockIdx.x) < g.B) stage(smem, static_cast<int>(blockIdx.x));
+  for (int b = static_cast<int>(blockIdx.x); b < g.B; b += static_cast<int>(gridDim.x)) {
+    const float* raw = smem + buffer * g.words;
+    // The next image goes into the other buffer, free since this loop's last planes.
+    if (b + static_cast<int>(gridDim.x) < g.B) {
+      stage(smem + (buffer ^ 1) * g.words, b + static_cast<int>(gridDim.x));
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();  // this image in; every warp done with the last planes
+    const int xe = half_exponent(block_max_abs(raw, g.image, scratch));
+    const float xscale = ldexpf(1.0f, xe);
+    // Fused, tanh's exp2 scale goes with the scales' undoing: one multiply a pooled value. In
+    // shared memory: a register held across the tiles makes the kernel spill.
+    if (tid == 0) unscale = ldexpf(ldexpf(kTanhExp2Scale, -xe), -fe);
+    for (int i = tid; i < g.words; i += kHalfThreads) {
+      unsigned short b0, s0, b1, s1;
+      split_half(xscale * raw[i], b0, s0);
+      split_half(i + 1 < g.words ? xscale * raw[i + 1] : 0.0f, b1, s1);
+      big[i] = half_pair(b0, b1);
+      small[i] = half_pair(s0, s1);
+    }
+    __syncthreads();  // the planes are in
+    buffer ^= 1;
+
+    for (int tile = warp; tile < tiles; tile += kHalfWarps) {
+      const int j = tile * 8 + gq;  // this lane's window; past the output, the last one's
+      const int jr = j < items ? j : items - 1;
+      const int r =
+          kW > 0 ? jr / PW : __float2int_rz((static_cast<float>(jr) + 0.5f) * g.inverse_PW);
+      const int pixel = 2 * (r * W + jr - r * PW);
+      float acc[NT][4], top[NT][2];
+#pragma unroll
+      for (int row = 0; row < 2; ++row) {  // the windows' top row, then their bottom row
+        const int left = pixel + row * W;
+#pragma unroll
+        for (int n = 0; n < NT; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+#pragma unroll
+        for (int s = 0; s < kSteps; ++s) {
+          // Rows g and g + 8 of A: the window's left and right output.
+          const int p0 = left + pair_offset[s][0], p1 = left + pair_offset[s][1];
+          const std::uint32_t ab[4] = {big[p0], big[p0 + 1], big[p1], big[p1 + 1]};
+          const std::uint32_t as[4] = {small[p0], small[p0 + 1], small[p1], small[p1 + 1]};
+#pragma unroll
+          for (int n = 0; n < NT; ++n) {
+            mma_f16(acc[n], ab, fbig[n][s][0], fbig[n][s][1]);
+            mma_f16(acc[n], ab, fsmall[n][s][0], fsmall[n][s][1]);
+            mma_f16(acc[n], as, fbig[n][s][0], fbig[n][s][1]);
+          }
+        }
+        if (row == 0) {
+#pragma unroll
+          for (int n = 0; n < NT; ++n) {
+            top[n][0] = fmaxf(acc[n][0], acc[n][2]);
+            top[n][1] = fmaxf(acc[n][1], acc[n][3]);
+          }
+        }
+      }
+      if (j < items) {
+        const float f = unscale;
+        float* out = y + (static_cast<std::int64_t>(b) * g.M + 2 * t) * items + j;
+#pragma unroll
+        for (int n = 0; n < NT; ++n, out += 8 * items) {
+          const float v0 = fmaxf(top[n][0], fmaxf(acc[n][0], acc[n][2]));
+          const float v1 = fmaxf(top[n][1], fmaxf(acc[n][1], acc[n][3]));
+          if (n + 1 < NT || last0) out[0] = tanh_exp2(f * v0);
+          if (n + 1 < NT || last1) out[items] = tanh_exp2(f * v1);
+        }
+      }
+    }
+  }
+}
+
+template <int kK, int NT>
+void launch_c1_half(float* y, const float* x, const float* k, const HalfGeometry& g, int H,
+                    cudaStream_t stream) {
+  // The course's images (Fashion-MNIST) are 28x28: their sizes as constants take the address
+  // arithmetic of a tile off the warps (the project's layer 0.206 to 0.191 ms).
+  const auto kernel = H == 28 && g.W == 28 ? conv_c1_half_kernel<kK, NT, 28, 28>
+                                           : conv_c1_half_kernel<kK, NT, 0, 0>;
+  allow_dynamic_shared_memory(kernel, g.bytes(), "conv_tanh_maxpool_best");
+  const int blocks = std::min(multiprocessor_count() * kHalfBlocksPerSm, g.B);
+  kernel<<<blocks, kHalfThreads, g.bytes(), stream>>>(y, x, k, g);
+  CUDA_CHECK_LAUNCH();
+}
+
+// conv + tanh + 2x2 max-pool for C = 1, K = 5 and 25 to 64 maps on images that fit the block's
+// 48 KB; false (nothing launched) elsewhere.
+bool run_c1_half(float* y, const float* x, const float* k, const ConvShape& s,
+                 cudaStream_t stream) {
+  if (s.C != 1 || s.K != 5 || s.M < kHalfMinMaps || s.M > kHalfMaxMaps) return false;
+  HalfGeometry g{};
+  g.B = s.B;
+  g.M = s.M;
+  g.W = s.W;
+  g.PW = s.W_out() / 2;
+  g.items = s.H_out() / 2 * g.PW;
+  g.inverse_PW = 1.0f / static_cast<float>(std::max(g.PW, 1));
+  g.image = s.H * s.W;
+  g.words = (g.image + 1 + 3) / 4 * 4;
+  g.vector_x = g.image % 4 == 0 && reinterpret_cast<std::uintptr_t>(x) % 16 == 0;
+  if (g.items == 0 || g.items >= (1 << 21) || g.bytes() > kHalfSharedMax) return false;
+  if (g.B == 0) return true;
+  // One case per fragment count of 8 maps; only those in range are compiled.
+  const auto launch = [&](auto frags) {
+    constexpr int NT = decltype(frags)::value;
+    if constexpr (8 * NT >= kHalfMinMaps && 8 * (NT - 1) < kHalfMaxMaps) {
+      launch_c1_half<5, NT>(y, x, k, g, s.H, stream);
+    }
+  };
+  switch (ceil_div(s.M, 8)) {
+    case 4:
+      launch(std::integral_constant<int, 4>{});
+      break;
+    case 5:
+      launch(std::integral_constant<int, 5>{});
+      break;
+    case 6:
+      launch(std::integral_constant<int, 6>{});
+      break;
+    case 7:
+      launch(std::integral_constant<int, 7>{});
+      break;
+    default:
+      launch(std::integral_constant<int, 8>{});
       break;
   }
   return true;
@@ -3268,7 +3557,8 @@ void conv_tanh_maxpool_best(float* y, const float* x, const float* k, const Conv
   pool.validate(shape);
   // K = 1 layers that run_pointwise takes pool after it: it reads x once for all maps.
   if (pool == PoolShape{2, 2} && !pointwise_takes(shape) &&
-      (run_c1_wgmma<true>(y, x, k, shape, stream) || run_image<true>(y, x, k, shape, stream) ||
+      (run_c1_half(y, x, k, shape, stream) || run_c1_wgmma<true>(y, x, k, shape, stream) ||
+       run_image<true>(y, x, k, shape, stream) ||
        (plain_runs_tiled(shape) && run_tiled<true>(y, x, k, shape, stream)))) {
     return;
   }
