@@ -1321,26 +1321,26 @@ ImageGeometry image_geometry(const ConvShape& s, bool pool = false) {
   return g;
 }
 
-// Calls f(std::integral_constant<int, NT>{}) for nt fragments of 8 maps (1 to
-// kImageMaxMapFrags; the geometries decline more): the staged-image and band kernels take NT as
-// a template parameter.
+// Calls f(std::integral_constant<int, NT>{}) with NT = nt for nt from kFirst to kLast - 1, and
+// NT = kLast otherwise: kernels that take their fragments of 8 maps as a template parameter.
+template <int kFirst, int kLast, typename F>
+void dispatch_frags(int nt, F&& f) {
+  if constexpr (kFirst < kLast) {
+    if (nt == kFirst) {
+      f(std::integral_constant<int, kFirst>{});
+    } else {
+      dispatch_frags<kFirst + 1, kLast>(nt, f);
+    }
+  } else {
+    f(std::integral_constant<int, kLast>{});
+  }
+}
+
+// 1 to kImageMaxMapFrags fragments (the geometries decline more): the staged-image and band
+// kernels.
 template <typename F>
 void dispatch_map_frags(int nt, F&& f) {
-  static_assert(kImageMaxMapFrags == 4, "one case per fragment count");
-  switch (nt) {
-    case 1:
-      f(std::integral_constant<int, 1>{});
-      break;
-    case 2:
-      f(std::integral_constant<int, 2>{});
-      break;
-    case 3:
-      f(std::integral_constant<int, 3>{});
-      break;
-    default:
-      f(std::integral_constant<int, 4>{});
-      break;
-  }
+  dispatch_frags<1, kImageMaxMapFrags>(nt, f);
 }
 
 // The image path for a plain conv; false (nothing launched) where image_geometry declines.
@@ -2195,12 +2195,12 @@ constexpr int kHalfSharedMax = 48 * 1024;
 constexpr int kHalfExponentMax = 60;
 
 struct HalfGeometry {
-  int B, M, W;
-  int PW, items;      // pooled columns, windows per image
-  float inverse_PW;   // 1 / PW: j / PW is (j + 0.5) / PW rounded down, exact for j < 2^21
-  int image;          // H * W
-  int words;          // floats of a staged image and words of a plane: image + a zero, by 4
-  bool vector_x;      // images start 16-byte aligned and hold a multiple of 4 values
+  int B, M, H, W;
+  int PW, items;     // pooled columns, windows per image
+  float inverse_PW;  // 1 / PW: j / PW is (j + 0.5) / PW rounded down, exact for j < 2^21
+  int image;         // H * W
+  int words;         // floats of a staged image and words of a plane: image + a zero, by 4
+  bool vector_x;     // images start 16-byte aligned and hold a multiple of 4 values
   int bytes() const { return 4 * 4 * words; }  // two staging buffers, two planes
 };
 
@@ -2391,12 +2391,12 @@ __global__ void __launch_bounds__(kHalfThreads, kHalfBlocksPerSm)
 }
 
 template <int kK, int NT>
-void launch_c1_half(float* y, const float* x, const float* k, const HalfGeometry& g, int H,
+void launch_c1_half(float* y, const float* x, const float* k, const HalfGeometry& g,
                     cudaStream_t stream) {
   // The course's images (Fashion-MNIST) are 28x28: their sizes as constants take the address
   // arithmetic of a tile off the warps (the project's layer 0.206 to 0.191 ms).
-  const auto kernel = H == 28 && g.W == 28 ? conv_c1_half_kernel<kK, NT, 28, 28>
-                                           : conv_c1_half_kernel<kK, NT, 0, 0>;
+  const auto kernel = g.H == 28 && g.W == 28 ? conv_c1_half_kernel<kK, NT, 28, 28>
+                                             : conv_c1_half_kernel<kK, NT, 0, 0>;
   allow_dynamic_shared_memory(kernel, g.bytes(), "conv_tanh_maxpool_best");
   const int blocks = std::min(multiprocessor_count() * kHalfBlocksPerSm, g.B);
   kernel<<<blocks, kHalfThreads, g.bytes(), stream>>>(y, x, k, g);
@@ -2411,39 +2411,20 @@ bool run_c1_half(float* y, const float* x, const float* k, const ConvShape& s,
   HalfGeometry g{};
   g.B = s.B;
   g.M = s.M;
+  g.H = s.H;
   g.W = s.W;
   g.PW = s.W_out() / 2;
   g.items = s.H_out() / 2 * g.PW;
   g.inverse_PW = 1.0f / static_cast<float>(std::max(g.PW, 1));
   g.image = s.H * s.W;
-  g.words = (g.image + 1 + 3) / 4 * 4;
+  g.words = ceil_div(g.image + 1, 4) * 4;
   g.vector_x = g.image % 4 == 0 && reinterpret_cast<std::uintptr_t>(x) % 16 == 0;
   if (g.items == 0 || g.items >= (1 << 21) || g.bytes() > kHalfSharedMax) return false;
   if (g.B == 0) return true;
-  // One case per fragment count of 8 maps; only those in range are compiled.
-  const auto launch = [&](auto frags) {
-    constexpr int NT = decltype(frags)::value;
-    if constexpr (8 * NT >= kHalfMinMaps && 8 * (NT - 1) < kHalfMaxMaps) {
-      launch_c1_half<5, NT>(y, x, k, g, s.H, stream);
-    }
-  };
-  switch (ceil_div(s.M, 8)) {
-    case 4:
-      launch(std::integral_constant<int, 4>{});
-      break;
-    case 5:
-      launch(std::integral_constant<int, 5>{});
-      break;
-    case 6:
-      launch(std::integral_constant<int, 6>{});
-      break;
-    case 7:
-      launch(std::integral_constant<int, 7>{});
-      break;
-    default:
-      launch(std::integral_constant<int, 8>{});
-      break;
-  }
+  // kHalfMinMaps to kHalfMaxMaps maps, in fragments of 8.
+  dispatch_frags<ceil_div(kHalfMinMaps, 8), ceil_div(kHalfMaxMaps, 8)>(
+      ceil_div(s.M, 8),
+      [&](auto frags) { launch_c1_half<5, decltype(frags)::value>(y, x, k, g, stream); });
   return true;
 }
 
