@@ -364,6 +364,13 @@ TEST_CASE("fused launchers handle many images and a large batch of the project's
   const bool staff = fused_expected();
   CHECK((check_fused_variants(ConvShape{70000, 2, 1, 6, 7, 3}, PoolShape{2, 2}) > 0 || !staff));
   CHECK((check_fused_variants(ConvShape{1024, 50, 1, 28, 28, 5}, PoolShape{2, 2}) > 0 || !staff));
+  // More images than blocks on other sizes (`best`'s fp16 products take several images a block,
+  // one staged while another is split): 4, 5 and 7 tiles of windows over a block's 4 warps.
+  for (const ConvShape& s : {ConvShape{700, 40, 1, 12, 20, 5}, ConvShape{900, 33, 1, 15, 21, 5},
+                             ConvShape{600, 57, 1, 18, 20, 5}}) {
+    CAPTURE(s.to_string());
+    CHECK((check_fused_variants(s, PoolShape{2, 2}) > 0 || !staff));
+  }
 }
 
 TEST_CASE("the student's fused stub throws NotImplemented naming its file") {

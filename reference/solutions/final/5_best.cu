@@ -101,7 +101,7 @@
 // on the FMA units (48 TFLOP/s of 64 for pure FFMA), 0.226 ms with wgmma. Op Time in the
 // network: plain 0.411 ms against cuDNN's 1.582, fused 0.232 ms against cuDNN's conv + tanh +
 // max-pool 3.075 (milestones/final/README.md, section 5). On an H200, fused: 0.240 ms with
-// wgmma, 0.192 with the fp16 products (Op Time).
+// wgmma, 0.181 to 0.186 with the fp16 products (Op Time).
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
@@ -2186,8 +2186,13 @@ bool run_c1_wgmma(float* y, const float* x, const float* k, const ConvShape& s,
 // error against a float64 sum, after tanh: 6e-7 to 7e-7 (3xTF32: 8e-7 to 9e-7). Not adopted:
 // both parts of a pair in one 8-byte load (0.191 to 0.210 ms); four blocks per SM (128
 // registers, spills: 0.206 to 0.223 with the generic sizes); six warps a block, 3 tiles each
-// (0.194 to 0.202).
-constexpr int kHalfWarps = 4, kHalfThreads = 32 * kHalfWarps, kHalfBlocksPerSm = 3;
+// (0.194 to 0.202); one barrier an image, the next image split (two sets of planes) by the
+// warps with a tile fewer while the others finish theirs (0.185 to 0.189; 14x30 11% faster,
+// 54x54 22% slower at 70 KB a block); blocks of 1 or 2 warps (0.173 and 0.175, but 56 maps on
+// 23x19 0.059 to 0.137 and 0.083).
+// At least 12 warps an SM (146 to 168 registers; 16 with 32 maps or fewer), in blocks of 3 or 4
+// (run_c1_half).
+constexpr int kHalfWarpsPerSm = 12;
 constexpr int kHalfMinMaps = 25, kHalfMaxMaps = 64;
 constexpr int kHalfSharedMax = 48 * 1024;
 // Scales beyond 2^+-60 are not taken (images or filters whose largest magnitude is under
@@ -2235,22 +2240,23 @@ __device__ __forceinline__ void mma_f16(float (&c)[4], const std::uint32_t (&a)[
 }
 
 // The largest magnitude of n values, for every thread of the block (NaN ignored). `scratch`
-// (kHalfWarps floats) may be written again after the block's next barrier.
+// (kWarps floats) may be written again after the block's next barrier.
+template <int kWarps>
 __device__ float block_max_abs(const float* v, int n, float* scratch) {
   const int tid = static_cast<int>(threadIdx.x);
   float m = 0.0f;
-  for (int i = tid; i < n; i += kHalfThreads) m = fmaxf(m, fabsf(v[i]));
+  for (int i = tid; i < n; i += 32 * kWarps) m = fmaxf(m, fabsf(v[i]));
   for (int o = 16; o > 0; o /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
   if (tid % 32 == 0) scratch[tid / 32] = m;
   __syncthreads();
   m = scratch[0];
-  for (int w = 1; w < kHalfWarps; ++w) m = fmaxf(m, scratch[w]);
+  for (int w = 1; w < kWarps; ++w) m = fmaxf(m, scratch[w]);
   return m;
 }
 
 // kH, kW: the images' size where it is known at compile time (0: g's).
-template <int kK, int NT, int kH, int kW>
-__global__ void __launch_bounds__(kHalfThreads, kHalfBlocksPerSm)
+template <int kK, int NT, int kH, int kW, int kWarps>
+__global__ void __launch_bounds__(32 * kWarps, kHalfWarpsPerSm / kWarps)
     conv_c1_half_kernel(float* __restrict__ y, const float* __restrict__ x,
                         const float* __restrict__ k, HalfGeometry g) {
   constexpr int kRowPairs = (kK + 1) / 2, kPairs = kK * kRowPairs, kSteps = (kPairs + 7) / 8;
@@ -2259,13 +2265,14 @@ __global__ void __launch_bounds__(kHalfThreads, kHalfBlocksPerSm)
   extern __shared__ __align__(128) float smem[];  // two staging buffers, then the two planes
   std::uint32_t* const big = reinterpret_cast<std::uint32_t*>(smem + 2 * g.words);
   std::uint32_t* const small = big + g.words;
-  __shared__ float scratch[kHalfWarps];
+  __shared__ float scratch[kWarps];
   __shared__ float unscale;
+  constexpr int kThreads = 32 * kWarps;
   const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, warp = tid / 32;
   const int gq = lane / 4, t = lane % 4;
   // Past the image, the staging buffers hold zeros (read by the last pairs, times a zero
   // filter); the copies never write there. Published by the loop's first barrier.
-  for (int i = g.image + tid; i < g.words; i += kHalfThreads) smem[i] = smem[g.words + i] = 0.0f;
+  for (int i = g.image + tid; i < g.words; i += kThreads) smem[i] = smem[g.words + i] = 0.0f;
 
   // Column c of the sum: pair c / 2 (row c / 2 / kRowPairs, columns q0 and q0 + 1); the term
   // of the filter, or -1 for padding.
@@ -2273,7 +2280,7 @@ __global__ void __launch_bounds__(kHalfThreads, kHalfBlocksPerSm)
     const int j = c / 2, q = 2 * (j % kRowPairs) + c % 2;
     return j < kPairs && q < kK ? j / kRowPairs * kK + q : -1;
   };
-  const int fe = half_exponent(block_max_abs(k, g.M * kK * kK, scratch));
+  const int fe = half_exponent(block_max_abs<kWarps>(k, g.M * kK * kK, scratch));
   const float fscale = ldexpf(1.0f, fe);
   std::uint32_t fbig[NT][kSteps][2], fsmall[NT][kSteps][2];
 #pragma unroll
@@ -2309,9 +2316,9 @@ __global__ void __launch_bounds__(kHalfThreads, kHalfBlocksPerSm)
   const auto stage = [&](float* dst, int b) {
     const float* src = x + static_cast<std::int64_t>(b) * g.image;
     if (g.vector_x) {
-      for (int i = 4 * tid; i < g.image; i += 4 * kHalfThreads) cp_async16(dst + i, src + i, true);
+      for (int i = 4 * tid; i < g.image; i += 4 * kThreads) cp_async16(dst + i, src + i, true);
     } else {
-      for (int i = tid; i < g.image; i += kHalfThreads) cp_async4(dst + i, src + i, true);
+      for (int i = tid; i < g.image; i += kThreads) cp_async4(dst + i, src + i, true);
     }
     cp_async_commit();
   };
@@ -2327,12 +2334,12 @@ __global__ void __launch_bounds__(kHalfThreads, kHalfBlocksPerSm)
       cp_async_wait<0>();
     }
     __syncthreads();  // this image in; every warp done with the last planes
-    const int xe = half_exponent(block_max_abs(raw, g.image, scratch));
+    const int xe = half_exponent(block_max_abs<kWarps>(raw, g.image, scratch));
     const float xscale = ldexpf(1.0f, xe);
     // Fused, tanh's exp2 scale goes with the scales' undoing: one multiply a pooled value. In
     // shared memory: a register held across the tiles makes the kernel spill.
     if (tid == 0) unscale = ldexpf(ldexpf(kTanhExp2Scale, -xe), -fe);
-    for (int i = tid; i < g.words; i += kHalfThreads) {
+    for (int i = tid; i < g.words; i += kThreads) {
       unsigned short b0, s0, b1, s1;
       split_half(xscale * raw[i], b0, s0);
       split_half(i + 1 < g.words ? xscale * raw[i + 1] : 0.0f, b1, s1);
@@ -2342,7 +2349,7 @@ __global__ void __launch_bounds__(kHalfThreads, kHalfBlocksPerSm)
     __syncthreads();  // the planes are in
     buffer ^= 1;
 
-    for (int tile = warp; tile < tiles; tile += kHalfWarps) {
+    for (int tile = warp; tile < tiles; tile += kWarps) {
       const int j = tile * 8 + gq;  // this lane's window; past the output, the last one's
       const int jr = j < items ? j : items - 1;
       const int r =
@@ -2390,16 +2397,23 @@ __global__ void __launch_bounds__(kHalfThreads, kHalfBlocksPerSm)
   }
 }
 
-template <int kK, int NT>
+template <int kK, int NT, int kWarps>
 void launch_c1_half(float* y, const float* x, const float* k, const HalfGeometry& g,
                     cudaStream_t stream) {
   // The course's images (Fashion-MNIST) are 28x28: their sizes as constants take the address
   // arithmetic of a tile off the warps (the project's layer 0.206 to 0.191 ms).
-  const auto kernel = g.H == 28 && g.W == 28 ? conv_c1_half_kernel<kK, NT, 28, 28>
-                                             : conv_c1_half_kernel<kK, NT, 0, 0>;
+  const auto kernel = g.H == 28 && g.W == 28 ? conv_c1_half_kernel<kK, NT, 28, 28, kWarps>
+                                             : conv_c1_half_kernel<kK, NT, 0, 0, kWarps>;
   allow_dynamic_shared_memory(kernel, g.bytes(), "conv_tanh_maxpool_best");
-  const int blocks = std::min(multiprocessor_count() * kHalfBlocksPerSm, g.B);
-  kernel<<<blocks, kHalfThreads, g.bytes(), stream>>>(y, x, k, g);
+  // Nothing is read twice through L1: all of it as shared memory, and the grid as many blocks
+  // as then fit (four of 4 warps up to 32 maps): 25 and 40 maps 6% faster, 32 on 44x44 8%.
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                  cudaSharedmemCarveoutMaxShared));
+  int per_sm = 0;
+  CUDA_CHECK(
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 32 * kWarps, g.bytes()));
+  const int blocks = std::min(multiprocessor_count() * std::max(per_sm, 1), g.B);
+  kernel<<<blocks, 32 * kWarps, g.bytes(), stream>>>(y, x, k, g);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -2423,8 +2437,21 @@ bool run_c1_half(float* y, const float* x, const float* k, const ConvShape& s,
   if (g.B == 0) return true;
   // kHalfMinMaps to kHalfMaxMaps maps, in fragments of 8.
   dispatch_frags<ceil_div(kHalfMinMaps, 8), ceil_div(kHalfMaxMaps, 8)>(
-      ceil_div(s.M, 8),
-      [&](auto frags) { launch_c1_half<5, decltype(frags)::value>(y, x, k, g, stream); });
+      ceil_div(s.M, 8), [&](auto frags) {
+        constexpr int kFrags = decltype(frags)::value;
+        // Blocks of 3 warps where they share an image's tiles evenly and 4 would not (the
+        // project's 18 tiles of 8 windows: 6 + 6 + 6 rather than 5 + 5 + 4 + 4, 0.184 to
+        // 0.175 ms), otherwise 4: warps idle at the barrier between images are the loss. Not
+        // with fewer images than blocks of 3 warps: then 4 warps an image keep more at work
+        // (300 images: 0.017 against 0.015 ms).
+        const int tiles = ceil_div(g.items, 8);
+        if (tiles % 3 == 0 && tiles % 4 != 0 &&
+            g.B >= multiprocessor_count() * (kHalfWarpsPerSm / 3)) {
+          launch_c1_half<5, kFrags, 3>(y, x, k, g, stream);
+        } else {
+          launch_c1_half<5, kFrags, 4>(y, x, k, g, stream);
+        }
+      });
   return true;
 }
 
