@@ -2406,7 +2406,7 @@ void launch_c1_half(float* y, const float* x, const float* k, const HalfGeometry
                                              : conv_c1_half_kernel<kK, NT, 0, 0, kWarps>;
   allow_dynamic_shared_memory(kernel, g.bytes(), "conv_tanh_maxpool_best");
   // Nothing is read twice through L1: all of it as shared memory, and the grid as many blocks
-  // as then fit (four of 4 warps up to 32 maps): 25 and 40 maps 6% faster, 32 on 44x44 8%.
+  // as then fit (four blocks of 4 warps up to 32 maps): 32 maps on 44x44 8% faster.
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                   cudaSharedmemCarveoutMaxShared));
   int per_sm = 0;
