@@ -365,9 +365,10 @@ TEST_CASE("fused launchers handle many images and a large batch of the project's
   CHECK((check_fused_variants(ConvShape{70000, 2, 1, 6, 7, 3}, PoolShape{2, 2}) > 0 || !staff));
   CHECK((check_fused_variants(ConvShape{1024, 50, 1, 28, 28, 5}, PoolShape{2, 2}) > 0 || !staff));
   // More images than blocks on other sizes (`best`'s fp16 products take several images a block,
-  // one staged while another is split): 4, 5 and 7 tiles of windows over a block's 4 warps.
+  // one staged while another is split): 4, 5 and 7 tiles of windows over a block's 4 warps, and
+  // 9 over 3 warps (with at least 4 blocks an SM's worth of images).
   for (const ConvShape& s : {ConvShape{700, 40, 1, 12, 20, 5}, ConvShape{900, 33, 1, 15, 21, 5},
-                             ConvShape{600, 57, 1, 18, 20, 5}}) {
+                             ConvShape{600, 57, 1, 18, 20, 5}, ConvShape{1100, 45, 1, 14, 30, 5}}) {
     CAPTURE(s.to_string());
     CHECK((check_fused_variants(s, PoolShape{2, 2}) > 0 || !staff));
   }
