@@ -9,6 +9,7 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "reference/core/ceil_div.hpp"
 #include "reference/core/cuda_check.hpp"
@@ -37,6 +38,29 @@ void allow_dynamic_shared_memory(Kernel* kernel, std::int64_t bytes, const std::
   }
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   static_cast<int>(bytes)));
+}
+
+/// Blocks of `kernel` (`threads` each, `bytes` of dynamic shared memory) that the current device
+/// holds at once. The runtime is asked once per kernel, device and size: its queries take
+/// microseconds, inside the timed call. The caller allows `bytes` (and sets any carveout) first,
+/// before every launch: the kernel's limit is whatever the last launch of another size set.
+inline std::int64_t resident_blocks(const void* kernel, int threads, int bytes) {
+  struct Known {
+    const void* kernel;
+    int device, bytes;
+    std::int64_t blocks;
+  };
+  static thread_local std::vector<Known> known;
+  int device = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  for (const Known& k : known) {
+    if (k.kernel == kernel && k.device == device && k.bytes == bytes) return k.blocks;
+  }
+  int sms = 0, per_sm = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, bytes));
+  known.push_back({kernel, device, bytes, std::int64_t{sms} * std::max(per_sm, 1)});
+  return known.back().blocks;
 }
 
 /// Calls f(std::integral_constant<int, K>{}) with K = k when 1 <= k <= Max, so a kernel can

@@ -101,7 +101,7 @@
 // on the FMA units (48 TFLOP/s of 64 for pure FFMA), 0.226 ms with wgmma. Op Time in the
 // network: plain 0.411 ms against cuDNN's 1.582, fused 0.232 ms against cuDNN's conv + tanh +
 // max-pool 3.075 (milestones/final/README.md, section 5). On an H200, fused: 0.240 ms with
-// wgmma, 0.181 to 0.186 with the fp16 products (Op Time).
+// wgmma, 0.179 to 0.184 with the fp16 products (Op Time).
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
@@ -2406,7 +2406,7 @@ __global__ void __launch_bounds__(32 * kWarps, kHalfWarpsPerSm / kWarps)
 }
 
 template <int kK, int NT, int kWarps>
-void launch_c1_half(float* y, const float* x, const float* k, const HalfGeometry& g, int sms,
+void launch_c1_half(float* y, const float* x, const float* k, const HalfGeometry& g,
                     cudaStream_t stream) {
   // The course's images (Fashion-MNIST) are 28x28: their sizes as constants take the address
   // arithmetic of a tile off the warps (the project's layer 0.206 to 0.191 ms).
@@ -2417,10 +2417,8 @@ void launch_c1_half(float* y, const float* x, const float* k, const HalfGeometry
   // as then fit (four blocks of 4 warps up to 32 maps): 32 maps on 44x44 8% faster.
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                   cudaSharedmemCarveoutMaxShared));
-  int per_sm = 0;
-  CUDA_CHECK(
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 32 * kWarps, g.bytes()));
-  const int blocks = std::min(sms * std::max(per_sm, 1), g.B);
+  const auto blocks = static_cast<unsigned>(std::min<std::int64_t>(
+      resident_blocks(reinterpret_cast<const void*>(kernel), 32 * kWarps, g.bytes()), g.B));
   kernel<<<blocks, 32 * kWarps, g.bytes(), stream>>>(y, x, k, g);
   CUDA_CHECK_LAUNCH();
 }
@@ -2455,9 +2453,9 @@ bool run_c1_half(float* y, const float* x, const float* k, const ConvShape& s,
       ceil_div(s.M, 8), [&](auto frags) {
         constexpr int kFrags = decltype(frags)::value;
         if (three) {
-          launch_c1_half<5, kFrags, 3>(y, x, k, g, sms, stream);
+          launch_c1_half<5, kFrags, 3>(y, x, k, g, stream);
         } else {
-          launch_c1_half<5, kFrags, 4>(y, x, k, g, sms, stream);
+          launch_c1_half<5, kFrags, 4>(y, x, k, g, stream);
         }
       });
   return true;
@@ -2811,11 +2809,9 @@ void launch_gemm_ws(float* y, const float* x, const float* k, GemmGeometry g,
   const std::size_t smem = WsLayout<CWG>::bytes(g.R);
   auto* kernel = conv_best_gemm_ws_kernel<CWG>;
   allow_dynamic_shared_memory(kernel, static_cast<std::int64_t>(smem), "conv_best");
-  int per_sm = 0;
-  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 128 * (CWG + 1),
-                                                           smem));
-  const std::int64_t blocks =
-      std::min<std::int64_t>(tiles, std::int64_t{std::max(per_sm, 1)} * multiprocessor_count());
+  const std::int64_t blocks = std::min<std::int64_t>(
+      tiles, resident_blocks(reinterpret_cast<const void*>(kernel), 128 * (CWG + 1),
+                             static_cast<int>(smem)));
   kernel<<<static_cast<unsigned>(blocks), 128 * (CWG + 1), smem, stream>>>(y, x, k, g);
   CUDA_CHECK_LAUNCH();
 }

@@ -688,29 +688,6 @@ __global__ void __launch_bounds__(kImageThreads, kImageBlocksPerSm)
   }
 }
 
-/// Blocks of `kernel` (`threads` each, `bytes` of dynamic shared memory) that the current device
-/// holds at once. The runtime is asked once per kernel, device and size: its queries take
-/// microseconds, inside the timed call. The caller allows `bytes` first, before every launch: the
-/// kernel's limit is whatever the last launch of another size set.
-inline std::int64_t resident_blocks(const void* kernel, int threads, int bytes) {
-  struct Known {
-    const void* kernel;
-    int device, bytes;
-    std::int64_t blocks;
-  };
-  static thread_local std::vector<Known> known;
-  int device = 0;
-  CUDA_CHECK(cudaGetDevice(&device));
-  for (const Known& k : known) {
-    if (k.kernel == kernel && k.device == device && k.bytes == bytes) return k.blocks;
-  }
-  int sms = 0, per_sm = 0;
-  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, bytes));
-  known.push_back({kernel, device, bytes, std::int64_t{sms} * std::max(per_sm, 1)});
-  return known.back().blocks;
-}
-
 /// Runs the image kernel for NT x 8 maps and KS x 8 terms on `stream`.
 template <int NT, int KS, int kLast, bool kPooled>
 void launch_image_tiles(float* y, const float* x, const float* k, const ImageLayer& l,
