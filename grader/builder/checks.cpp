@@ -216,6 +216,17 @@ std::string forbidden_reference(const std::string& name, const std::string& dema
   if (plain == "dlopen" || plain == "dlsym" || plain == "dlmopen" || plain == "dlvsym") {
     return "loading libraries at run time is not allowed: link only your own code";
   }
+  // Modules, libraries and driver entry points fetched at run time: code that was not built
+  // from the submission's sources.
+  static constexpr std::array<std::string_view, 8> kLoaders = {
+      "cuModuleLoad", "cuLibraryLoad", "cudaLibraryLoad", "cuLinkCreate",
+      "cuLinkAdd",    "cuGetProcAddress", "cudaGetDriverEntryPoint", "cuModuleGetFunction"};
+  for (const std::string_view loader : kLoaders) {
+    if (plain.starts_with(loader)) {
+      return "loading GPU code at run time (" + plain +
+             ") is not allowed: write your kernels in your own files";
+    }
+  }
   return {};
 }
 

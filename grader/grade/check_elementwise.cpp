@@ -169,7 +169,7 @@ void ElementwiseCheck::run(Grading& g, PlannedCheck& p, CheckResult& c) const {
     args.push_back("--shape");
     args.push_back(shape_argument(s));
   }
-  const WorkerOutcome w = g.run_worker(p.check.id, args, g.time_limit(p));
+  const WorkerOutcome w = g.run_worker(p.check.id, args, g.time_limit(p), {}, true, p.check.hidden);
   c.wall_s = w.run.wall_s;
   if (auto f = g.failure_of(w, p, false)) {
     apply_failure(*f, c);

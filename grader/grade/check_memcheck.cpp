@@ -51,7 +51,8 @@ void MemcheckCheck::run(Grading& g, PlannedCheck& p, CheckResult& c) const {
       p.check.id,
       {"network", "--model", p.model_file.string(), "--images",
        g.images_file(p.check.images).string(), "--variant", p.check.variant, "--staged"},
-      g.time_limit(p), {sanitizer->string(), "--tool", "memcheck", "--error-exitcode", "99"});
+      g.time_limit(p), {sanitizer->string(), "--tool", "memcheck", "--error-exitcode", "99"}, true,
+      p.check.hidden);
   c.wall_s = w.run.wall_s;
   if (auto f = g.failure_of(w, p, true)) {
     apply_failure(*f, c);

@@ -44,8 +44,6 @@ void TimeCheck::run(Grading& g, PlannedCheck& p, CheckResult& c) const {
   c.op_time_runs_s = t.value("op_time_runs_s", std::vector<double>{});
   json details = {{"runs", c.op_time_runs_s.size()},
                   {"clock", "referee"},
-                  {"handshake_s", (*w.doc).value("handshake_s", json(nullptr))},
-                  {"team_handshake_s", (*w.doc).value("team_handshake_s", json(nullptr))},
                   {"noise_seed", (*w.doc).value("noise_seed", json(nullptr))},
                   {"verification", (*w.doc).value("verification", json(nullptr))},
                   {"layers", t.value("layers", json::array())},

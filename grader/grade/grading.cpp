@@ -246,6 +246,8 @@ void Grading::prepare_isolation() {
     if (const char* v = std::getenv(name)) env_[name] = v;
   }
   env_[kResultFdEnv] = std::to_string(kResultFd);
+  // GPU indices in PCI bus order, as the team's assigned GPU is chosen (assign_gpu()).
+  env_["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID";
 
 #ifdef CONVLAB_HAVE_CUDA
   cuda_build_ =

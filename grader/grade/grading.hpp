@@ -18,7 +18,9 @@
 #include "grader/builder/build_submission.hpp"
 #include "grader/grade/grade.hpp"
 #include "grader/grade/grading_plan.hpp"
+#include "grader/sandbox/runtime_view.hpp"
 #include "grader/sandbox/sandbox.hpp"
+#include "reference/core/text.hpp"
 
 namespace convlab::grader {
 
@@ -105,16 +107,17 @@ class Grading {
 
   /// One line of progress.
   void say(const std::string& line) const {
-    if (progress_) progress_(line);
+    if (progress_) progress_(escape_control_chars(line, true));
   }
 
   // The harness (harness.cpp).
 
   /// Runs one check: the referee with `args`, and (with_team) the team's process in the
-  /// sandbox under `prefix` (compute-sanitizer), joined by one socket; logs under `log_id`.
+  /// sandbox under `prefix` (compute-sanitizer), joined by one socket; logs under `log_id`
+  /// (never the team's output of a `hidden` check: it could print the model).
   WorkerOutcome run_worker(const std::string& log_id, const std::vector<std::string>& args,
                            double wall_s, const std::vector<std::string>& prefix = {},
-                           bool with_team = true);
+                           bool with_team = true, bool hidden = false);
   /// The grader's own failure (the referee failed or wrote no document), if any.
   std::optional<Failure> referee_failure(const WorkerOutcome& w) const;
   /// How the run of `p` failed (timeout, crash, CUDA error, ...), if it did.
@@ -166,6 +169,7 @@ class Grading {
 
   // The harness's halves (harness.cpp).
   SandboxSpec team_spec(double wall_s, const std::vector<std::string>& prefix, int fd) const;
+  const std::vector<std::filesystem::path>& team_view(const std::vector<std::string>& prefix) const;
   SandboxSpec referee_spec(const std::vector<std::string>& args, double wall_s, int fd) const;
   void keep_logs(const std::string& log_id, const WorkerOutcome& w, bool with_team) const;
 
@@ -192,6 +196,10 @@ class Grading {
   std::map<std::string, std::pair<WorkerOutcome, std::optional<Failure>>> timed_runs_;
   std::optional<SandboxResult> last_run_;
   std::optional<Limits> last_limits_;
+  // What the team's process sees, by the program it starts with (the harness, or
+  // compute-sanitizer): its linking closure and device nodes, made once.
+  mutable std::map<std::string, std::vector<std::filesystem::path>> team_views_;
+  mutable std::optional<GpuAssignment> gpu_;
   TempDirLock work_lock_;
 };
 

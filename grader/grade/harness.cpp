@@ -1,5 +1,6 @@
 // The harness: how one check's two processes run (the team's in the sandbox, the trusted
 // referee beside it, one socket between them) and how their ends map to one verdict.
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -164,14 +165,18 @@ std::int64_t Grading::model_classes(const fs::path& file) {
 
 namespace {
 
-// Runs the two processes at once: the team's on a thread of its own, the referee here.
-void run_both(const SandboxSpec& team, const SandboxSpec& referee, WorkerOutcome& w) {
+// Runs the two processes at once: the team's on a thread of its own, the referee here. Once
+// every process of the team's run has ended, one byte on `team_gone` tells the referee.
+void run_both(const SandboxSpec& team, const SandboxSpec& referee, int team_gone, WorkerOutcome& w) {
   std::exception_ptr team_error;
   std::thread team_thread([&] {
     try {
       w.run = run_sandboxed(team);
     } catch (...) {
       team_error = std::current_exception();
+    }
+    const char byte = 'g';
+    while (::write(team_gone, &byte, 1) < 0 && errno == EINTR) {
     }
   });
   try {
@@ -207,6 +212,39 @@ void read_document(WorkerOutcome& w) {
 
 }  // namespace
 
+// The team's process sees its program's linking closure (and, on the GPU, its one GPU's
+// device nodes and the driver's libraries): no framework tree, grader, staff code, toolkit or
+// other team to read or to load at run time.
+const std::vector<fs::path>& Grading::team_view(const std::vector<std::string>& prefix) const {
+  const std::string key = prefix.empty() ? "" : prefix.front();
+  if (auto it = team_views_.find(key); it != team_views_.end()) return it->second;
+  std::vector<fs::path> programs = {build_.worker};
+  std::vector<fs::path> extra(kPlainDevices.begin(), kPlainDevices.end());
+  if (!prefix.empty()) {
+    // compute-sanitizer loads its own libraries from its folder.
+    const fs::path tool = fs::canonical(prefix.front());
+    programs.push_back(tool);
+    extra.push_back(tool.parent_path());
+  }
+  std::vector<std::string> dlopened;
+  if (cuda_build_) {
+    dlopened = kCudaDriverLibraries;
+    if (!gpu_) {
+      const auto v = env_.find("CUDA_VISIBLE_DEVICES");
+      gpu_ = assign_gpu(v == env_.end() ? "" : v->second);
+    }
+    extra.insert(extra.end(), gpu_->nodes.begin(), gpu_->nodes.end());
+  }
+  const auto ld = env_.find("LD_LIBRARY_PATH");
+  std::vector<fs::path> view =
+      linking_closure(programs, dlopened, ld == env_.end() ? "" : ld->second);
+  view.insert(view.end(), extra.begin(), extra.end());
+  // The loader's cache, which only names the libraries' paths, so that dlopen finds the
+  // driver where the loader would.
+  view.emplace_back("/etc/ld.so.cache");
+  return team_views_[key] = std::move(view);
+}
+
 // The team's process: the team's code and its harness only, in the sandbox.
 SandboxSpec Grading::team_spec(double wall_s, const std::vector<std::string>& prefix,
                                int fd) const {
@@ -222,9 +260,13 @@ SandboxSpec Grading::team_spec(double wall_s, const std::vector<std::string>& pr
   team.limits.cpu_s = std::max(600.0, wall_s * cores);
   team.limits.max_processes = std::max(256, static_cast<int>(4 * cores));
   team.keep_private_dir = opt_.keep_work;
-  // GPU runs keep the whole (read-only) file system: the driver's files are not listed.
   team.uses_gpu = cuda_build_;
-  if (!cuda_build_) team.visible_paths = std::vector<fs::path>{};
+  team.visible_paths = team_view(prefix);
+  team.system_folders = false;
+  if (cuda_build_) {
+    team.env["CUDA_VISIBLE_DEVICES"] = gpu_->visible_devices;
+    if (gpu_->visible_devices.empty()) team.env.erase("CUDA_VISIBLE_DEVICES");
+  }
   team.pass_fd = fd;
   return team;
 }
@@ -268,7 +310,7 @@ void Grading::keep_logs(const std::string& log_id, const WorkerOutcome& w, bool 
 
 WorkerOutcome Grading::run_worker(const std::string& log_id, const std::vector<std::string>& args,
                                   double wall_s, const std::vector<std::string>& prefix,
-                                  bool with_team) {
+                                  bool with_team, bool hidden) {
   // One socket between the two: the referee gets one end, the team's process the other, and
   // each sees the other's end as the end of the socket.
   int ends[2] = {-1, -1};
@@ -276,17 +318,31 @@ WorkerOutcome Grading::run_worker(const std::string& log_id, const std::vector<s
     throw Error(std::string("cannot create the harness's socket: ") + std::strerror(errno));
   }
   const SandboxSpec team = team_spec(wall_s, prefix, ends[1]);
-  const SandboxSpec referee = referee_spec(args, wall_s, ends[0]);
+  SandboxSpec referee = referee_spec(args, wall_s, ends[0]);
   WorkerOutcome w;
   if (with_team) {
-    run_both(team, referee, w);
+    int gone[2] = {-1, -1};
+    if (::pipe2(gone, O_CLOEXEC) != 0) {
+      throw Error(std::string("cannot create the referee's pipe: ") + std::strerror(errno));
+    }
+    referee.extra_fds.push_back(gone[0]);
+    referee.env[kTeamGoneFdEnv] = std::to_string(kFirstExtraFd);
+    try {
+      run_both(team, referee, gone[1], w);
+    } catch (...) {
+      ::close(gone[0]);
+      ::close(gone[1]);
+      throw;
+    }
+    ::close(gone[0]);
+    ::close(gone[1]);
   } else {
     w.referee = run_sandboxed(referee);
     w.run = w.referee;
   }
   last_run_ = w.run;
   last_limits_ = team.limits;
-  keep_logs(log_id, w, with_team);
+  keep_logs(log_id, w, with_team && !hidden);
   read_document(w);
   return w;
 }
@@ -416,6 +472,22 @@ std::optional<Failure> reported_failure(const WorkerOutcome& w, const WithTail& 
                                  cmd + "` to see what happens.",
                              false)};
   }
+  if (status == "input_written") {
+    return Failure{"input_written",
+                   with_tail("Your code changed an input it was given: " + message +
+                                 ". Write only y; copy x or k first if your kernel needs a "
+                                 "scratch space.",
+                             false)};
+  }
+  if (status == "gpu_memory") {
+    return Failure{"gpu_memory",
+                   with_tail("The GPU ran out of memory while your code was running, so the "
+                             "check could not be completed (" +
+                                 message +
+                                 "). Your code shares the GPU with the grader: allocate only "
+                                 "what the convolution needs and free it (cudaFree).",
+                             false)};
+  }
   if (status != "ok") {
     return Failure{"no_result", "The harness reported an unknown status '" + status + "'."};
   }
@@ -510,7 +582,7 @@ WorkerOutcome Grading::run_network(const PlannedCheck& p, const std::string& log
     args.insert(args.end(), {"--runs", std::to_string(runs), "--reference", "--noise-seed",
                              std::to_string(result_.seed ^ kNoiseSeedSalt)});
   }
-  return run_worker(log_id, args, time_limit(p));
+  return run_worker(log_id, args, time_limit(p), {}, true, p.check.hidden);
 }
 
 }  // namespace convlab::grader

@@ -8,6 +8,7 @@
 
 #include "reference/conv/variant_table.hpp"
 #include "reference/core/error.hpp"
+#include "reference/core/text.hpp"
 #include "reference/driver/format.hpp"
 
 namespace convlab::grader {
@@ -48,6 +49,18 @@ std::string ms_text(double seconds) {
   return buf;
 }
 
+// Every string of a document shown escaped (escape_control_chars): a report names paths and
+// holds outputs a team chose. Only an "output" keeps its lines.
+void escape_strings(json& doc, bool keep_newlines = false) {
+  if (doc.is_string()) {
+    doc = escape_control_chars(doc.get_ref<const std::string&>(), keep_newlines);
+  } else if (doc.is_object()) {
+    for (auto it = doc.begin(); it != doc.end(); ++it) escape_strings(it.value(), it.key() == "output");
+  } else if (doc.is_array()) {
+    for (json& e : doc) escape_strings(e, keep_newlines);
+  }
+}
+
 bool on_gpu(const GradeResult& r) {
   const std::vector<std::string> cpu = variant_ids({}, "cpu");
   return std::find(cpu.begin(), cpu.end(), r.ranked_variant) == cpu.end();
@@ -81,7 +94,7 @@ std::string report_json(const GradeResult& r) {
                       {"wall_s", c.wall_s},
                       {"details", embedded(c.details_json)}});
   }
-  const json report = {{"schema", kReportSchema},
+  json report = {{"schema", kReportSchema},
                        {"grader_version", r.grader_version},
                        {"framework_hash", r.framework_hash},
                        {"team", r.team},
@@ -113,6 +126,7 @@ std::string report_json(const GradeResult& r) {
                        {"allow_degraded", r.allow_degraded},
                        {"degraded_features", r.degraded_features},
                        {"checks", checks}};
+  escape_strings(report);
   return report.dump(2);
 }
 
@@ -160,6 +174,7 @@ std::string gradescope_json(const GradeResult& r) {
     }
     doc["leaderboard"] = board;
   }
+  escape_strings(doc);
   return doc.dump(2);
 }
 
@@ -186,7 +201,7 @@ std::string summary_table(const GradeResult& r) {
   }
   for (const std::string& f : r.flags) out += "Flag: " + f + "\n";
   if (!r.grader_error.empty()) out += "Grader error: " + r.grader_error + "\n";
-  return out;
+  return escape_control_chars(out, true);
 }
 
 void write_reports(const GradeResult& result, const fs::path& out) {

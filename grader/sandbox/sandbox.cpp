@@ -490,14 +490,56 @@ pid_t checked_waitpid(pid_t pid, int* status) {
   return r;
 }
 
+// Zeroes this process's argument and environment strings (the range /proc/self/stat gives, fields
+// 48 to 51), so that /proc/PID/cmdline and environ read empty. Async-signal-safe.
+void blank_own_arguments() {
+  const int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  char buf[1024];
+  const ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return;
+  buf[n] = '\0';
+  // Fields after "(comm)", which may hold spaces: the state is field 3.
+  const char* c = nullptr;
+  for (ssize_t i = 0; i < n; ++i) {
+    if (buf[i] == ')') c = buf + i + 1;
+  }
+  if (c == nullptr) return;
+  unsigned long field[52] = {};
+  int at = 2;
+  while (*c != '\0' && at < 51) {
+    while (*c == ' ') ++c;
+    ++at;
+    unsigned long v = 0;
+    while (*c >= '0' && *c <= '9') v = v * 10 + static_cast<unsigned long>(*c++ - '0');
+    while (*c != ' ' && *c != '\0' && *c != '\n') ++c;
+    field[at] = v;
+  }
+  if (at < 51) return;
+  for (int f = 48; f <= 50; f += 2) {
+    if (field[f] != 0 && field[f + 1] > field[f]) {
+      std::memset(reinterpret_cast<void*>(field[f]), 0, field[f + 1] - field[f]);
+    }
+  }
+}
+
 // PID 1 of the run's namespace: the command's parent; when the command ends, it reports and
 // exits, and the kernel kills every process left in the namespace.
 [[noreturn]] void run_init(const ChildPlan& p, bool own_mounts) {
   prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+  // Init is a copy of the grader: nothing of it may show through /proc/1 (its arguments name
+  // the model, the output and the submission).
+  prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   if (own_mounts) {
-    // /proc of this namespace: the run sees its own processes, not the grader's.
-    mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr);
+    // /proc of this namespace: the run sees its own processes, not the grader's, and (hidepid)
+    // not those of other users, init included.
+    const unsigned long flags = MS_NOSUID | MS_NODEV | MS_NOEXEC;
+    if (mount("proc", "/proc", "proc", flags, "hidepid=2") != 0) {
+      mount("proc", "/proc", "proc", flags, nullptr);
+    }
   }
+  blank_own_arguments();
   const pid_t cmd = fork();
   if (cmd < 0) {
     send_record(p.ctl_w, kSetupError, errno, step_fork);
@@ -1026,7 +1068,7 @@ const char* const kViewHiddenFiles[] = {"/etc/shadow", "/etc/gshadow", "/etc/sha
                                         "/etc/gshadow-", "/etc/sudoers"};
 
 ViewPlan plan_view(const fs::path& root, const std::vector<fs::path>& visible,
-                   const std::vector<std::string>& writable) {
+                   const std::vector<std::string>& writable, bool system_folders) {
   // (path as the run sees it, the real path or link text, kind, writable); sorted by path so
   // that parents come before what is mounted inside them.
   std::map<std::string, ViewEntry> wanted;
@@ -1053,7 +1095,9 @@ ViewPlan plan_view(const fs::path& root, const std::vector<fs::path>& visible,
     wanted[real.string()] = e;
     if (real != abs) wanted[abs.string()] = e;  // also where the caller named it
   };
-  for (const fs::path& p : kViewSystemPaths) add(p, false);
+  if (system_folders) {
+    for (const fs::path& p : kViewSystemPaths) add(p, false);
+  }
   // Without a PID namespace /proc is this one, read-only; with one, init mounts a fresh one
   // over it.
   add("/proc", false);
@@ -1095,6 +1139,8 @@ ViewPlan plan_view(const fs::path& root, const std::vector<fs::path>& visible,
   }
   plan.private_target = (root / root.relative_path()).string();
   make_parents(root);
+  // Without the system's /dev, the folder a fresh /dev/shm is mounted on.
+  if (!system_folders) make_parents("/dev/shm/.");
   // The private directory's parents come after the entries' (a bind may hold them): made by
   // the supervisor in plan order, so they go last, each once.
   return plan;
@@ -1470,7 +1516,9 @@ void build_mounts(const SandboxSpec& spec, const fs::path& private_dir, const Ru
       s.input_names.push_back(top);
     }
   }
-  if (spec.visible_paths) s.view = plan_view(private_dir, *spec.visible_paths, s.writable);
+  if (spec.visible_paths) {
+    s.view = plan_view(private_dir, *spec.visible_paths, s.writable, spec.system_folders);
+  }
 }
 
 // The memory limit: a cgroup where the grader can make one, else RLIMIT_AS (not for GPU runs)

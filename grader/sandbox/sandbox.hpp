@@ -146,6 +146,10 @@ struct SandboxSpec {
   /// a fresh /proc and /dev/shm; everything else (/home, /root, /srv, /opt, other checkouts)
   /// does not exist. nullopt: the whole file system, read-only.
   std::optional<std::vector<std::filesystem::path>> visible_paths;
+  /// With visible_paths: false leaves the system folders out too, so the run sees only
+  /// visible_paths (its program's linking closure and device nodes: runtime_view.hpp), the
+  /// writable paths, the private directory, a fresh /proc and /dev/shm.
+  bool system_folders = true;
   /// Open file descriptors handed to the command as fds 4, 5, ... (in this order; their
   /// numbers also in $CONVLAB_EXTRA_FDS, comma-separated). At most 8. The caller keeps and
   /// closes its own copies.

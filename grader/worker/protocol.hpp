@@ -30,6 +30,9 @@ inline constexpr std::string_view kCheckSchema = "convlab-check/1";
 
 /// Name of the environment variable that holds the result channel's file descriptor.
 inline constexpr const char* kResultFdEnv = "CONVLAB_RESULT_FD";
+/// Name of the variable that holds the descriptor on which the grader writes one byte once
+/// every process of the team's run has ended (the referee times its reference only then).
+inline constexpr const char* kTeamGoneFdEnv = "CONVLAB_TEAM_GONE_FD";
 
 static_assert(std::endian::native == std::endian::little,
               "the result channel carries little-endian float32 arrays");

@@ -18,9 +18,11 @@
 //       grader draws when the grade starts), so no call sees an input seen before; every
 //       timed call's output is compared with the library convolution (CPU) or cuDNN (GPU) on
 //       the same input ("verification"), and each conv layer's times are kept (fastest,
-//       median, every pass). --reference also times the library convolution the same way on
-//       the same inputs. --staged: the team's process copies into buffers of its own
-//       (compute-sanitizer runs; no timing)
+//       median, every pass). --reference also times the library convolution on the same
+//       inputs, after the team's process is gone: the grader writes a byte to
+//       $CONVLAB_TEAM_GONE_FD once every process of the team's run has ended, so nothing of
+//       the team's can load the machine while the reference is timed. --staged: the team's
+//       process copies into buffers of its own (compute-sanitizer runs; no timing)
 //   convlab-check elementwise --variant NAME --seed S --shape B,M,C,H,W,K [--shape ...]
 //       draws x and k for each shape from the seed (elementwise_values()), has the team's
 //       convolution called twice with y poisoned (NaN) before each call, and returns the
@@ -222,10 +224,6 @@ json task_info() {
 #endif
 }
 
-// The trusted calibration partner (start_gpu_partner()), forked before any CUDA call; -1 on
-// the CPU.
-int g_partner = -1;
-
 // The socket to the team's process, handed over by the grader.
 int team_socket() {
   const char* text = std::getenv("CONVLAB_PASS_FD");
@@ -235,6 +233,25 @@ int team_socket() {
     throw Error("no socket to the team's process ($CONVLAB_PASS_FD): the grader runs this task");
   }
   return fd;
+}
+
+// Blocks until the grader says that every process of the team's run has ended (one byte on
+// $CONVLAB_TEAM_GONE_FD). Nothing is timed on the referee's side before then; without the
+// descriptor the reference cannot be timed honestly, and the task stops.
+void wait_for_team_gone() {
+  const char* text = std::getenv(grader::kTeamGoneFdEnv);
+  int fd = -1;
+  if (text == nullptr || std::from_chars(text, text + std::strlen(text), fd).ec != std::errc() ||
+      fd < 0) {
+    throw Error(std::string("--reference needs $") + grader::kTeamGoneFdEnv +
+                ": the grader runs this task and says when the team's run has ended");
+  }
+  char byte = 0;
+  ssize_t n;
+  do {
+    n = ::read(fd, &byte, 1);
+  } while (n < 0 && errno == EINTR);
+  if (n != 1) throw Error("the grader did not say that the team's run had ended");
 }
 
 // The input of timed pass `pass`: the images rotated by pass * 7919 (so no call gets the batch
@@ -316,7 +333,7 @@ json task_network(const Args& a) {
 
   const bool gpu = runs_on_gpu(a.variant);
   if (gpu) require_gpu(a.variant);
-  grader::RemoteConv team(team_socket(), a.variant, a.staged, g_partner);
+  grader::RemoteConv team(team_socket(), a.variant, a.staged);
   // Every call's time is the referee's own measurement of the remote call.
   const convlab::TimingOptions once(0, 1, [&team](const std::function<void()>& call) {
     call();
@@ -376,8 +393,6 @@ json task_network(const Args& a) {
   out["timing"] = nullptr;
   out["reference"] = nullptr;
   out["verification"] = nullptr;
-  out["handshake_s"] = team.handshake_s();
-  out["team_handshake_s"] = team.team_handshake_s();
   if (a.runs == 0 || a.staged) return out;
 
 #ifdef CONVLAB_HAVE_CUDA
@@ -400,13 +415,19 @@ json task_network(const Args& a) {
     const convlab::Tensor in = noisy_pass_input(images, model.input_scale, *a.noise_seed, pass);
     team.set_verify(pass >= warmup);
     convlab::NetworkRun r = team_runner.run(in, once);
-    if (a.reference) {
-      convlab::NetworkRun ref = library_runner.run(in, own_clock);
-      if (pass >= warmup) library_runs.push_back(std::move(ref));
-    }
     if (pass >= warmup) team_runs.push_back(std::move(r));
   }
   team.set_verify(false);
+  if (a.reference) {
+    // The same inputs through the library, once the team's run is over.
+    team.quit();
+    wait_for_team_gone();
+    for (int pass = 0; pass < warmup + a.runs; ++pass) {
+      const convlab::Tensor in = noisy_pass_input(images, model.input_scale, *a.noise_seed, pass);
+      convlab::NetworkRun ref = library_runner.run(in, own_clock);
+      if (pass >= warmup) library_runs.push_back(std::move(ref));
+    }
+  }
   out["warmup_passes"] = warmup;
   out["timed_passes"] = a.runs;
   out["noise_seed"] = *a.noise_seed;
@@ -424,7 +445,7 @@ json task_elementwise(const Args& a) {
   json out = {{"variant", a.variant}, {"device", gpu ? "gpu" : "cpu"}, {"seed", *a.seed}};
   out["gpu"] = nullptr;
   if (gpu) require_gpu(a.variant);
-  grader::RemoteConv team(team_socket(), a.variant, false, g_partner);
+  grader::RemoteConv team(team_socket(), a.variant, false);
 #ifdef CONVLAB_HAVE_CUDA
   if (gpu) out["gpu"] = gpu_json();
   // A variant with a fused launcher has it checked too, on every shape a 2x2 pool fits; its
@@ -516,7 +537,6 @@ int main(int argc, char** argv) {
   // team's process; anything else that fails here is the referee's own problem.
   try {
     const Args args = parse_args(argc, argv);
-    if (args.task != "info" && runs_on_gpu(args.variant)) g_partner = grader::start_gpu_partner();
     if (args.task == "info") {
       result = task_info();
     } else if (args.task == "network") {
@@ -533,12 +553,20 @@ int main(int argc, char** argv) {
     result = {{"status", "error"}, {"message", e.what()}};
   } catch (const grader::TeamLost& e) {
     result = {{"status", "team_lost"}, {"message", e.what()}};
+  } catch (const grader::TeamWroteInput& e) {
+    result = {{"status", "input_written"}, {"message", e.what()}};
 #ifdef CONVLAB_HAVE_CUDA
   } catch (const convlab::CudaError& e) {
     std::string why;
-    result = convlab::cuda_device_available(&why)
-                 ? json{{"status", "referee_error"}, {"message", e.what()}}
-                 : json{{"status", "no_gpu"}, {"message", why}};
+    if (!convlab::cuda_device_available(&why)) {
+      result = {{"status", "no_gpu"}, {"message", why}};
+    } else if (e.out_of_memory()) {
+      // The referee's memory is taken beside the team's process, on the team's one GPU: when it
+      // runs out, the team's process holds the rest.
+      result = {{"status", "gpu_memory"}, {"message", e.what()}};
+    } else {
+      result = {{"status", "referee_error"}, {"message", e.what()}};
+    }
 #endif
   } catch (const std::bad_alloc&) {
     result = {{"status", "referee_error"}, {"message", "out of memory"}};

@@ -2,9 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -40,24 +38,31 @@ namespace wire = grader::wire;
 using Clock = std::chrono::steady_clock;
 
 constexpr std::uint64_t kAlign = 256;  // of every tensor in the shared buffers
-// Empty round trips measured at the start; their median is subtracted from every sample.
-constexpr int kHandshakes = 31;
 // Host copies out of the shared arena go in blocks of this size, in a random order.
 constexpr std::int64_t kCopyBlock = 16384;  // floats
 // How long a GPU exchange polls for the reply before it sleeps (wire::wait_readable): calls
 // longer than this lose a wake-up's fraction of a millisecond at most.
 constexpr std::chrono::seconds kSpinForReply{1};
 // A timed GPU request repeats the call on fresh inputs until it holds about this much GPU
-// work, so that the cost of switching the GPU between processes, which the subtracted round
-// trip matches only roughly, is shared by several calls (docs/grader.md, "Op Time").
-constexpr double kRepeatTarget_s = 0.02;
-constexpr int kMaxRepeats = 16;
+// work: the request's round trip (the socket, the switch of the GPU between processes, the
+// fence) is counted, never subtracted, so it must be small beside the work it is shared by.
+constexpr double kRepeatTarget_s = 0.05;
+constexpr int kMaxRepeats = 64;
 std::uint64_t align_up(std::uint64_t n) {
   return (n + kAlign - 1) / kAlign * kAlign;
 }
 
 double seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
+}
+
+// Throws TeamWroteInput when the shared copy of an input no longer equals the referee's own.
+void check_inputs_kept(const float* shared, const float* own, std::int64_t count,
+                       const char* name) {
+  if (std::memcmp(shared, own, static_cast<std::size_t>(count) * sizeof(float)) == 0) return;
+  throw TeamWroteInput(std::string("your code wrote to its input ") + name +
+                       ", which it must only read: the inputs are the referee's, and the "
+                       "convolution must leave them as they were handed over");
 }
 
 void set_shape(wire::Request& rq, const ConvShape& s) {
@@ -88,6 +93,7 @@ struct RemoteConv::Impl {
   };
   Shared dx, dk, dy;
   DeviceBuffer snapshot;  // every call's y, copied in the fence's turn (the referee's own)
+  DeviceBuffer own_x;     // the referee's copy of every call's x, laid out as in dx
   std::uint32_t next_id = 1;
   // The last time per call of each (shape, pool): how many calls a timed request repeats.
   std::map<std::array<int, 7>, double> call_s;
@@ -222,7 +228,7 @@ struct RemoteConv::Impl {
 #endif
 };
 
-RemoteConv::RemoteConv(int socket, const std::string& variant, bool staged, int partner)
+RemoteConv::RemoteConv(int socket, const std::string& variant, bool staged)
     : impl_(std::make_unique<Impl>()) {
   impl_->socket = socket;
   const Variant& declared = find_variant(variant);
@@ -240,83 +246,6 @@ RemoteConv::RemoteConv(int socket, const std::string& variant, bool staged, int 
     CUDA_CHECK(cudaStreamCreateWithFlags(&impl_->fence_stream, cudaStreamNonBlocking));
     CUDA_CHECK(cudaEventCreateWithFlags(&impl_->after_fence, cudaEventDisableTiming));
   }
-#endif
-  // The empty round trip, fence included: what every sample carries besides the call.
-  const auto median = [](std::vector<double> v) {
-    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-    return v[v.size() / 2];
-  };
-  std::vector<double> trips;
-  for (int i = 0; i < kHandshakes; ++i) {
-    wire::Request nop;
-    nop.op = wire::Op::nop;
-    const auto t0 = Clock::now();
-    Impl::check(impl_->exchange(nop));
-#ifdef CONVLAB_HAVE_CUDA
-    if (impl_->gpu) {
-      queue_fence_and_snapshot(nullptr, nullptr, 0, impl_->after_fence, impl_->fence_stream);
-      CUDA_CHECK(cudaEventSynchronize(impl_->after_fence));
-    }
-#endif
-    trips.push_back(seconds(t0, Clock::now()));
-  }
-  team_handshake_s_ = handshake_s_ = median(trips);
-#ifdef CONVLAB_HAVE_CUDA
-  // With the partner: a kernel in a process of its own between the two trips, as in a call.
-  if (impl_->gpu && partner >= 0) {
-    std::vector<double> calls;
-    for (int i = 0; i < kHandshakes; ++i) {
-      const auto t0 = Clock::now();
-      char byte = 'k';
-      if (::write(partner, &byte, 1) != 1 || ::read(partner, &byte, 1) != 1) break;
-      queue_fence_and_snapshot(nullptr, nullptr, 0, impl_->after_fence, impl_->fence_stream);
-      CUDA_CHECK(cudaEventSynchronize(impl_->after_fence));
-      calls.push_back(seconds(t0, Clock::now()));
-    }
-    if (calls.size() == kHandshakes) handshake_s_ = median(calls);
-  }
-#else
-  (void)partner;
-#endif
-}
-
-int start_gpu_partner() {
-#ifdef CONVLAB_HAVE_CUDA
-  int ends[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends) != 0) return -1;
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    ::close(ends[0]);
-    ::close(ends[1]);
-    return -1;
-  }
-  if (pid == 0) {
-    // Nothing of the referee's: not its result channel, not the team's socket.
-    for (int fd = 3; fd < 1024; ++fd) {
-      if (fd != ends[1]) ::close(fd);
-    }
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    cudaStream_t stream = nullptr;
-    char byte = 0;
-    // Polls as the team's server does, so that the two round trips wake alike.
-    for (;;) {
-      wire::wait_readable(ends[1], kSpinForReply);
-      if (::read(ends[1], &byte, 1) != 1) break;
-      if (stream == nullptr && cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != 0)
-        _exit(1);
-      try {
-        queue_empty_kernel(stream);
-      } catch (const Error&) {
-        _exit(1);
-      }
-      if (cudaStreamSynchronize(stream) != cudaSuccess || ::write(ends[1], &byte, 1) != 1) _exit(1);
-    }
-    _exit(0);
-  }
-  ::close(ends[1]);
-  return ends[0];
-#else
-  return -1;
 #endif
 }
 
@@ -342,7 +271,10 @@ void RemoteConv::cpu(float* y, const float* x, const float* k, const ConvShape& 
   const auto t1 = Clock::now();
   Impl::check(r);
   impl_->copy_out(y, impl_->at(rq.y.offset), s.y_elements());
-  last_s_ = std::max(0.0, seconds(t0, t1) - handshake_s_);
+  check_inputs_kept(impl_->at(rq.x.offset), x, s.x_elements(), "x");
+  check_inputs_kept(impl_->at(rq.k.offset), k, s.k_elements(), "k");
+  last_s_ = seconds(t0, t1);
+  last_repeat_ = 1;
   if (verify_) {
     std::vector<float> want(static_cast<std::size_t>(s.y_elements()));
     conv_forward_reference(want.data(), x, k, s);
@@ -386,7 +318,8 @@ std::vector<double> class_allowance(Precision p, const float* x, const float* k,
 
 // How many calls a timed request makes: enough for about kRepeatTarget_s of GPU work by the
 // last measured time of one call (one when there is none), at most kMaxRepeats, and no more
-// than a quarter of the free device memory holds (inputs, outputs, their snapshot).
+// than half the free device memory holds (the shared inputs and outputs, the referee's copy of
+// the inputs, the snapshot of the outputs).
 int repeats(const RemoteConv::Impl& impl, const std::array<int, 7>& key, std::int64_t nx,
             std::int64_t ny) {
   const auto it = impl.call_s.find(key);
@@ -396,8 +329,8 @@ int repeats(const RemoteConv::Impl& impl, const std::array<int, 7>& key, std::in
       std::clamp(std::ceil(kRepeatTarget_s / per_call), 1.0, static_cast<double>(kMaxRepeats)));
   std::size_t free = 0, total = 0;
   CUDA_CHECK(cudaMemGetInfo(&free, &total));
-  const double bytes = static_cast<double>(nx + 2 * ny) * sizeof(float);
-  n = std::min(n, std::max(1, static_cast<int>(static_cast<double>(free) / 4 / bytes)));
+  const double bytes = static_cast<double>(2 * nx + 2 * ny) * sizeof(float);
+  n = std::min(n, std::max(1, static_cast<int>(static_cast<double>(free) / 2 / bytes)));
   return n;
 }
 
@@ -415,56 +348,89 @@ void record_comparison(Verification& v, const DeviceComparison& c, const float* 
   v.first = VerifyFailure{call, s, fused, c.mismatches, c.first, g, w};
 }
 
-void gpu_call(RemoteConv::Impl& impl, bool fused, int pool, float* y, const float* x,
-              const float* k, const ConvShape& s, cudaStream_t stream, double handshake,
-              double& last, bool verify, Verification& v) {
-  const std::int64_t ny = fused ? PoolShape{pool, pool}.pooled_elements(s) : s.y_elements();
+// Throws TeamWroteInput when `shared` (n floats, device) differs from the referee's `own`.
+void check_device_inputs_kept(const float* shared, const float* own, std::int64_t n,
+                              const char* name, cudaStream_t stream) {
+  const DeviceComparison c = compare_on_device(shared, own, n, 0.0, 0.0, 0.0, stream);
+  if (c.mismatches == 0) return;
+  throw TeamWroteInput("your code wrote to its input " + std::string(name) + " (" +
+                       std::to_string(c.mismatches) +
+                       " values changed): the inputs are the referee's, and the convolution "
+                       "must leave them as they were handed over");
+}
+
+struct GpuCall {
+  bool fused = false;
+  int pool = 0;
+  std::int64_t ny = 0;  // outputs of one call
+};
+
+// compute-sanitizer runs: through host memory into the team's own exactly sized buffers; not
+// timed honestly, never verified.
+void staged_gpu_call(RemoteConv::Impl& impl, const GpuCall& g, wire::Request& rq, float* y,
+                     const float* x, const float* k, const ConvShape& s, cudaStream_t stream,
+                     double& last) {
+  std::vector<float> hx(static_cast<std::size_t>(s.x_elements()));
+  std::vector<float> hk(static_cast<std::size_t>(s.k_elements()));
+  CUDA_CHECK(
+      cudaMemcpyAsync(hx.data(), x, hx.size() * sizeof(float), cudaMemcpyDeviceToHost, stream));
+  CUDA_CHECK(
+      cudaMemcpyAsync(hk.data(), k, hk.size() * sizeof(float), cudaMemcpyDeviceToHost, stream));
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  impl.stage_host(rq, hx.data(), s.x_elements(), hk.data(), s.k_elements(), g.ny);
+  rq.staged = 1;
+  const auto t0 = Clock::now();
+  const wire::Reply r = impl.exchange(rq);
+  last = seconds(t0, Clock::now());
+  RemoteConv::Impl::check(r);
+  CUDA_CHECK(cudaMemcpyAsync(y, impl.at(rq.y.offset), static_cast<std::size_t>(g.ny) * sizeof(float),
+                             cudaMemcpyHostToDevice, stream));
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+// One request of `repeat` calls. Call i reads x slot i of the shared buffer and writes y slot
+// i; the referee keeps its own copy of every x slot (own_x) and of k (the caller's), from which
+// the inputs are checked unmodified and every reference is computed. Returns the seconds of
+// one call: the request's whole round trip, fence included, over `repeat`.
+void gpu_call(RemoteConv::Impl& impl, const GpuCall& g, float* y, const float* x, const float* k,
+              const ConvShape& s, cudaStream_t stream, double& last, int& last_repeat,
+              bool verify, Verification& v) {
   wire::Request rq;
-  rq.op = fused ? wire::Op::conv_tanh_pool : wire::Op::conv;
-  rq.pool = pool;
+  rq.op = g.fused ? wire::Op::conv_tanh_pool : wire::Op::conv;
+  rq.pool = g.pool;
   set_shape(rq, s);
   if (impl.staged) {
-    // compute-sanitizer runs: through host memory into the team's own exactly sized buffers.
-    std::vector<float> hx(static_cast<std::size_t>(s.x_elements()));
-    std::vector<float> hk(static_cast<std::size_t>(s.k_elements()));
-    CUDA_CHECK(
-        cudaMemcpyAsync(hx.data(), x, hx.size() * sizeof(float), cudaMemcpyDeviceToHost, stream));
-    CUDA_CHECK(
-        cudaMemcpyAsync(hk.data(), k, hk.size() * sizeof(float), cudaMemcpyDeviceToHost, stream));
-    CUDA_CHECK(cudaStreamSynchronize(stream));
-    impl.stage_host(rq, hx.data(), s.x_elements(), hk.data(), s.k_elements(), ny);
-    rq.staged = 1;
-    const auto t0 = Clock::now();
-    const wire::Reply r = impl.exchange(rq);
-    last = std::max(0.0, seconds(t0, Clock::now()) - handshake);
-    RemoteConv::Impl::check(r);
-    CUDA_CHECK(cudaMemcpyAsync(y, impl.at(rq.y.offset),
-                               static_cast<std::size_t>(ny) * sizeof(float), cudaMemcpyHostToDevice,
-                               stream));
-    CUDA_CHECK(cudaStreamSynchronize(stream));
+    staged_gpu_call(impl, g, rq, y, x, k, s, stream, last);
+    last_repeat = 1;
     return;
   }
   // Timed passes (verified) repeat the call; the count and warm-up passes make one call, and
   // tell how long one takes.
-  const std::array<int, 7> key{s.B, s.M, s.C, s.H, s.W, s.K, fused ? pool : 0};
-  const int repeat = verify ? repeats(impl, key, s.x_elements(), ny) : 1;
+  const std::array<int, 7> key{s.B, s.M, s.C, s.H, s.W, s.K, g.fused ? g.pool : 0};
+  const int repeat = verify ? repeats(impl, key, s.x_elements(), g.ny) : 1;
   // Call i's tensors start i slots in: each slot holds one tensor, rounded up to kAlign bytes.
   const auto slot = [](std::int64_t floats) {
     return static_cast<std::int64_t>(align_up(floats * sizeof(float)) / sizeof(float));
   };
-  const std::int64_t x_slot = slot(s.x_elements()), y_slot = slot(ny);
+  const std::int64_t x_slot = slot(s.x_elements()), y_slot = slot(g.ny);
   impl.ensure_device(impl.dx, x_slot * repeat);
   impl.ensure_device(impl.dk, s.k_elements());
   impl.ensure_device(impl.dy, y_slot * repeat);
   if (impl.snapshot.size() < y_slot * repeat) impl.snapshot = DeviceBuffer(y_slot * repeat);
-  float* dx = impl.dx.buffer.data();
+  if (impl.own_x.size() < x_slot * repeat) impl.own_x = DeviceBuffer(x_slot * repeat);
+  // The referee's inputs first, in its own memory (padding zeroed so the slots compare whole).
+  float* own = impl.own_x.data();
+  CUDA_CHECK(cudaMemsetAsync(own, 0, x_slot * repeat * sizeof(float), stream));
   CUDA_CHECK(
-      cudaMemcpyAsync(dx, x, s.x_elements() * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+      cudaMemcpyAsync(own, x, s.x_elements() * sizeof(float), cudaMemcpyDeviceToDevice, stream));
   const double noise = repeat_noise(s);
   for (int i = 1; i < repeat; ++i) {
-    perturb_input(dx + i * x_slot, x, s.x_elements(), impl.nonces(), static_cast<float>(noise),
+    perturb_input(own + i * x_slot, x, s.x_elements(), impl.nonces(), static_cast<float>(noise),
                   stream);
   }
+  // Then the team's copies.
+  CUDA_CHECK(cudaMemcpyAsync(impl.dx.buffer.data(), own, x_slot * repeat * sizeof(float),
+                             cudaMemcpyDeviceToDevice, stream));
   CUDA_CHECK(cudaMemcpyAsync(impl.dk.buffer.data(), k, s.k_elements() * sizeof(float),
                              cudaMemcpyDeviceToDevice, stream));
   CUDA_CHECK(cudaMemsetAsync(impl.dy.buffer.data(), 0xff, y_slot * repeat * sizeof(float), stream));
@@ -484,37 +450,40 @@ void gpu_call(RemoteConv::Impl& impl, bool fused, int pool, float* y, const floa
   CUDA_CHECK(cudaEventSynchronize(impl.after_fence));
   const auto t1 = Clock::now();
   CUDA_CHECK(cudaStreamSynchronize(impl.fence_stream));
-  last = std::max(0.0, seconds(t0, t1) - handshake) / repeat;
+  last = seconds(t0, t1) / repeat;
+  last_repeat = repeat;
   RemoteConv::Impl::check(r);
   impl.call_s[key] = last;
-  CUDA_CHECK(cudaMemcpyAsync(y, impl.snapshot.data(), ny * sizeof(float), cudaMemcpyDeviceToDevice,
-                             stream));
+  check_device_inputs_kept(impl.dx.buffer.data(), own, x_slot * repeat, "x", stream);
+  check_device_inputs_kept(impl.dk.buffer.data(), k, s.k_elements(), "k", stream);
+  CUDA_CHECK(cudaMemcpyAsync(y, impl.snapshot.data(), g.ny * sizeof(float),
+                             cudaMemcpyDeviceToDevice, stream));
   CUDA_CHECK(cudaStreamSynchronize(stream));
   if (!verify) return;
-  DeviceBuffer want(ny);
+  DeviceBuffer want(g.ny);
   const auto reference = [&](const float* in) {
-    if (fused) {
-      conv_tanh_maxpool_cudnn_direct(want.data(), in, k, s, PoolShape{pool, pool}, stream);
+    if (g.fused) {
+      conv_tanh_maxpool_cudnn_direct(want.data(), in, k, s, PoolShape{g.pool, g.pool}, stream);
     } else {
       conv_forward_cudnn_direct(want.data(), in, k, s, stream);
     }
   };
   reference(x);
   CUDA_CHECK(cudaStreamSynchronize(stream));
-  std::vector<float> got(static_cast<std::size_t>(ny));
+  std::vector<float> got(static_cast<std::size_t>(g.ny));
   CUDA_CHECK(cudaMemcpy(got.data(), y, got.size() * sizeof(float), cudaMemcpyDeviceToHost));
   const std::vector<float> ref = want.download();
-  const std::vector<double> extra = class_allowance(impl.precision, x, k, s, pool, stream);
-  verify_output(v, got.data(), ref.data(), ny, s, fused, extra);
-  // The repeated calls, on the device: their inputs are at most 1 + repeat_noise() times the
-  // first's, and so is the rounding allowance.
+  const std::vector<double> extra = class_allowance(impl.precision, x, k, s, g.pool, stream);
+  verify_output(v, got.data(), ref.data(), g.ny, s, g.fused, extra);
+  // The repeated calls, on the device, from the referee's own copies of their inputs: those are
+  // at most 1 + repeat_noise() times the first's, and so is the rounding allowance.
   const double extra_max = (1.0 + noise) * *std::max_element(extra.begin(), extra.end());
   for (int i = 1; i < repeat; ++i) {
-    reference(dx + i * x_slot);
+    reference(own + i * x_slot);
     const float* out = impl.snapshot.data() + i * y_slot;
     const DeviceComparison c =
-        compare_on_device(out, want.data(), ny, kVerifyAtol, kVerifyRtol, extra_max, stream);
-    record_comparison(v, c, out, want.data(), s, fused);
+        compare_on_device(out, want.data(), g.ny, kVerifyAtol, kVerifyRtol, extra_max, stream);
+    record_comparison(v, c, out, want.data(), s, g.fused);
   }
 }
 
@@ -522,13 +491,15 @@ void gpu_call(RemoteConv::Impl& impl, bool fused, int pool, float* y, const floa
 
 void RemoteConv::gpu(float* y, const float* x, const float* k, const ConvShape& s,
                      cudaStream_t stream) {
-  gpu_call(*impl_, false, 0, y, x, k, s, stream, handshake_s_, last_s_, verify_, verification_);
+  gpu_call(*impl_, GpuCall{false, 0, s.y_elements()}, y, x, k, s, stream, last_s_, last_repeat_,
+           verify_, verification_);
 }
 
 void RemoteConv::gpu_fused(float* y, const float* x, const float* k, const ConvShape& s, int pool,
                            cudaStream_t stream) {
   if (!fused_) throw TeamNotImplemented("this variant has no fused launcher");
-  gpu_call(*impl_, true, pool, y, x, k, s, stream, handshake_s_, last_s_, verify_, verification_);
+  gpu_call(*impl_, GpuCall{true, pool, PoolShape{pool, pool}.pooled_elements(s)}, y, x, k, s,
+           stream, last_s_, last_repeat_, verify_, verification_);
 }
 #endif
 

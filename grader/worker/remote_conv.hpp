@@ -6,9 +6,12 @@
 /// CUDA IPC buffers on the device), poisons y with NaN, starts the clock, asks for the call,
 /// waits for "done", runs a GPU fence of its own (a read of y: work the team left queued is
 /// then either finished or, preempted, visibly incomplete), stops the clock and copies y
-/// back. The figure kept is that interval minus the median of the same round trip with an empty
-/// request. With verification on, every call's y is compared with the library convolution
-/// (CPU) or cuDNN (GPU) computed here on the same inputs.
+/// back. The figure kept is that whole interval: nothing is subtracted, so nothing the team's
+/// process does can make it smaller. A timed GPU request repeats the call on fresh inputs so
+/// that the round trip's cost is shared by many calls. Every input handed over is the copy of
+/// one the referee keeps in memory of its own: after each call the shared inputs are compared
+/// with those copies (a team that writes its inputs fails), and with verification on, every
+/// call's y is compared with the library convolution (CPU) or cuDNN (GPU) computed from them.
 #pragma once
 
 #include <cstdint>
@@ -45,6 +48,11 @@ class TeamError : public Error {
  public:
   using Error::Error;
 };
+/// The team's code wrote to an input it was handed (x or k): inputs are read-only.
+class TeamWroteInput : public Error {
+ public:
+  using Error::Error;
+};
 /// The team's process stopped answering, answered out of turn or with a malformed message.
 class TeamLost : public Error {
  public:
@@ -73,25 +81,16 @@ struct Verification {
 /// One connection to the team's process (the socket the grader handed both sides).
 class RemoteConv {
  public:
-  /// Says hello with `variant` ("cpu" for m2) and measures the empty round trip. `staged`: on
-  /// the GPU, the team's process copies into exactly sized buffers of its own (compute-sanitizer
-  /// runs); the calls are then not timed honestly and never verified. Throws Team* errors.
-  /// `partner`: the socket of a trusted calibration partner (start_gpu_partner()), or -1. On the
-  /// GPU the subtracted round trip is then measured with it: the same socket trip, a kernel in
-  /// another process and the fence, so the GPU's switches between processes are not counted
-  /// as the team's time, and the team's process cannot inflate what is subtracted.
-  RemoteConv(int socket, const std::string& variant, bool staged = false, int partner = -1);
+  /// Says hello with `variant` ("cpu" for m2). `staged`: on the GPU, the team's process copies
+  /// into exactly sized buffers of its own (compute-sanitizer runs); the calls are then not
+  /// timed honestly and never verified. Throws Team* errors.
+  RemoteConv(int socket, const std::string& variant, bool staged = false);
   ~RemoteConv();
   RemoteConv(const RemoteConv&) = delete;
   RemoteConv& operator=(const RemoteConv&) = delete;
 
   /// Whether the team's variant offers a fused conv + tanh + max-pool launcher.
   bool has_fused() const { return fused_; }
-  /// The median empty round trip subtracted from every sample, in seconds.
-  double handshake_s() const { return handshake_s_; }
-  /// The median empty round trip with the team's process (nothing launched), in seconds.
-  double team_handshake_s() const { return team_handshake_s_; }
-
   /// From now on, compare each call's output with the library convolution / cuDNN.
   void set_verify(bool on) { verify_ = on; }
   const Verification& verification() const { return verification_; }
@@ -105,10 +104,11 @@ class RemoteConv {
   void gpu_fused(float* y, const float* x, const float* k, const ConvShape& shape, int pool,
                  cudaStream_t stream);
 #endif
-  /// Seconds of the last call by the referee's clock, less the empty round trip (never < 0).
-  double last_seconds() const {
-    return last_s_;
-  }
+  /// Seconds of the last call by the referee's clock: its request's whole round trip, divided
+  /// by the calls the request made.
+  double last_seconds() const { return last_s_; }
+  /// Calls made by the last request (more than one for a timed GPU request).
+  int last_repeat() const { return last_repeat_; }
 
   /// Tells the team's process to exit (also done by the destructor).
   void quit();
@@ -119,17 +119,10 @@ class RemoteConv {
   std::unique_ptr<Impl> impl_;
   bool fused_ = false;
   bool verify_ = false;
-  double handshake_s_ = 0.0;
-  double team_handshake_s_ = 0.0;
   double last_s_ = 0.0;
+  int last_repeat_ = 1;
   Verification verification_;
 };
-
-/// Forks the calibration partner: a child of the referee (trusted code, never the team's) that
-/// answers each byte on the returned socket by running an empty kernel on the GPU in its own
-/// process and writing a byte back. Call before this process touches CUDA (a process that has
-/// cannot fork a CUDA user). -1 when it cannot fork.
-int start_gpu_partner();
 
 /// Compares `got` with `want` element-wise, |got - want| <= atol + rtol * |want| + extra (NaN
 /// never passes): `extra` empty adds nothing, one value adds it to every element, `count`

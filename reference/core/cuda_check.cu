@@ -9,8 +9,9 @@ namespace convlab {
 void cuda_check(cudaError_t status, const char* call, const char* file, int line) {
   if (status == cudaSuccess) return;
   throw CudaError(std::string("CUDA error ") + cudaGetErrorName(status) + " (" +
-                  cudaGetErrorString(status) + ") in " + call + " at " + file + ":" +
-                  std::to_string(line));
+                      cudaGetErrorString(status) + ") in " + call + " at " + file + ":" +
+                      std::to_string(line),
+                  status == cudaErrorMemoryAllocation);
 }
 
 bool cuda_device_available(std::string* reason) {

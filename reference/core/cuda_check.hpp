@@ -16,6 +16,13 @@ namespace convlab {
 class CudaError : public Error {
  public:
   using Error::Error;
+  CudaError(const std::string& what, bool out_of_memory)
+      : Error(what), out_of_memory_(out_of_memory) {}
+  /// The call failed for want of device memory (the grader tells the team's share from it).
+  bool out_of_memory() const { return out_of_memory_; }
+
+ private:
+  bool out_of_memory_ = false;
 };
 
 /// Throws CudaError with the call, file and line when `status` is not cudaSuccess.

@@ -1,5 +1,6 @@
 #include "reference/core/text.hpp"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -86,6 +87,44 @@ std::string strip_control_chars(std::string_view text) {
         ++i;  // not UTF-8: a lone byte some terminals read as a C1 control
       } else {
         if (cp > 0x9F) out.append(text.substr(i, len));  // U+0080-U+009F are the C1 controls
+        i += len;
+      }
+    }
+  }
+  return out;
+}
+
+std::string escape_control_chars(std::string_view text, bool keep_newlines) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(text.size());
+  const auto escape = [&](unsigned char c) {
+    out += "\\x";
+    out += kHex[c >> 4];
+    out += kHex[c & 0xF];
+  };
+  for (std::size_t i = 0; i < text.size();) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (keep_newlines && (c == '\n' || c == '\t')) {
+      out += static_cast<char>(c);
+      ++i;
+    } else if (c < 0x20 || c == 0x7F) {
+      escape(c);
+      ++i;
+    } else if (c < 0x80) {
+      out += static_cast<char>(c);
+      ++i;
+    } else {
+      std::uint32_t cp = 0;
+      const std::size_t len = utf8_at(text, i, &cp);
+      if (len == 0 || cp <= 0x9F) {
+        // Not UTF-8, or a C1 control: each byte shown, none acted on.
+        for (std::size_t k = 0; k < std::max<std::size_t>(len, 1); ++k) {
+          escape(static_cast<unsigned char>(text[i + k]));
+        }
+        i += std::max<std::size_t>(len, 1);
+      } else {
+        out.append(text.substr(i, len));
         i += len;
       }
     }

@@ -14,4 +14,10 @@ namespace convlab {
 /// valid UTF-8. Printable UTF-8 (accents, CJK, emoji) is kept.
 std::string strip_control_chars(std::string_view text);
 
+/// `text` with the same characters shown rather than removed: each control byte, C1 control
+/// and byte that is not valid UTF-8 as "\xNN", so a path or an output keeps what it said
+/// and drives no terminal. `keep_newlines`: newline and tab stay as they are (multi-line
+/// output).
+std::string escape_control_chars(std::string_view text, bool keep_newlines = false);
+
 }  // namespace convlab

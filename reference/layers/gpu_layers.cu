@@ -23,7 +23,8 @@ int checked_int(std::int64_t v, const char* what) {
 void cublas_check(cublasStatus_t status, const char* call, const char* file, int line) {
   if (status == CUBLAS_STATUS_SUCCESS) return;
   throw CudaError(std::string("cuBLAS error ") + cublasGetStatusString(status) + " in " + call +
-                  " at " + file + ":" + std::to_string(line));
+                      " at " + file + ":" + std::to_string(line),
+                  status == CUBLAS_STATUS_ALLOC_FAILED);
 }
 
 Layers::Layers(cudaStream_t stream) : stream_(stream) {

@@ -45,3 +45,13 @@ TEST_CASE("bytes that are not UTF-8 are dropped") {
   CHECK(strip_control_chars("a\xed\xa0\x80z") == "az");  // a surrogate
   CHECK(strip_control_chars("a\xe2\x82") == "a");        // cut short
 }
+
+TEST_CASE("escape_control_chars shows every control byte and keeps the text") {
+  using convlab::escape_control_chars;
+  CHECK(escape_control_chars("plain Zoë 名前") == "plain Zoë 名前");
+  CHECK(escape_control_chars("a\x1b[31mb\x07") == "a\\x1b[31mb\\x07");
+  CHECK(escape_control_chars("two\nlines\t") == "two\\x0alines\\x09");
+  CHECK(escape_control_chars("two\nlines\t", true) == "two\nlines\t");
+  CHECK(escape_control_chars("c1 \xc2\x9b del \x7f bad \xff") ==
+        "c1 \\xc2\\x9b del \\x7f bad \\xff");
+}

@@ -306,6 +306,9 @@ TEST_CASE("symbol check: library calls, the library convolution and redefinition
       {"_ZN7convlab22conv_forward_referenceEPfPKfS2_RKNS_9ConvShapeE", 'U'},
       {"_ZN7convlab8solution4stubEv", 'U'},
       {"dlsym", 'U'},
+      {"cudaLibraryLoadData", 'U'},
+      {"cuModuleLoadDataEx", 'U'},
+      {"cudaGetDriverEntryPointByVersion", 'U'},
       {"_ZN7convlab11cpu_threadsEv", 'T'},
       {"_ZN7convlab8ceil_divIiEET_S1_S1_", 'T'},
       {"_ZNSt6chrono3_V212steady_clock3nowEv", 'W'},
@@ -319,7 +322,7 @@ TEST_CASE("symbol check: library calls, the library convolution and redefinition
   REQUIRE(!file.empty());
   const auto found = detail::check_symbols(file, bad, fw, {{"_ZN7convlab3run5checkEv", true}});
   CAPTURE(found);
-  CHECK(found.size() == 10);
+  CHECK(found.size() == 13);
   const auto has = [&](const std::string& text) {
     return std::any_of(found.begin(), found.end(), [&](const std::string& line) {
       return line.find(text) != std::string::npos;
@@ -334,6 +337,9 @@ TEST_CASE("symbol check: library calls, the library convolution and redefinition
           "convlab::ConvShape const&) (the library convolution is not allowed"));
   CHECK(has("(the staff solutions are not part of your code"));
   CHECK(has("calls dlsym (loading libraries at run time is not allowed"));
+  CHECK(has("calls cudaLibraryLoadData (loading GPU code at run time (cudaLibraryLoadData) is not"));
+  CHECK(has("calls cuModuleLoadDataEx (loading GPU code at run time"));
+  CHECK(has("calls cudaGetDriverEntryPointByVersion (loading GPU code at run time"));
   CHECK(has("defines convlab::cpu_threads(), which the framework defines too"));
   CHECK(has("defines std::chrono::_V2::steady_clock::now(), which libstdc++.so.6 defines"));
   CHECK(has("defines cudaEventElapsedTime, which libcudart_static.a defines"));

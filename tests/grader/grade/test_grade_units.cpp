@@ -456,6 +456,21 @@ TEST_CASE("report.json carries every field, non-finite numbers as null") {
   CHECK(table.find("Total: 10 / 17") != std::string::npos);
 }
 
+TEST_CASE("reports and the summary show control characters escaped, in every field") {
+  GradeResult r = sample_result();
+  r.submission = "/subs/team\x1b[2J\nevil\x07";
+  r.flags = {"best is \x1b]0;owned\x07" "fast"};
+  r.checks[0].output = "line one\nline \x1b[31mtwo\x9b";
+  for (const std::string& text : {report_json(r), gradescope_json(r), summary_table(r)}) {
+    CAPTURE(text);
+    for (const char c : {'\x1b', '\x07'}) CHECK(text.find(c) == std::string::npos);
+  }
+  const json doc = json::parse(report_json(r));
+  CHECK(doc.at("submission") == "/subs/team\\x1b[2J\\x0aevil\\x07");
+  CHECK(doc.at("checks")[0].at("output") == "line one\nline \\x1b[31mtwo\\x9b");
+  CHECK(summary_table(r).find("best is \\x1b]0;owned\\x07fast") != std::string::npos);
+}
+
 TEST_CASE("the referee's check of repeated calls: a kept output fails on long sums too") {
   // 6400 terms: the rounding allowance of both float32 sums is about 0.15 here, more than a
   // 1/256 move of the inputs changes an output, so repeat_noise() moves them further.

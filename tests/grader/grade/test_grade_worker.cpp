@@ -5,6 +5,7 @@
 // done, one that answers out of turn. The referee's result goes to $CONVLAB_RESULT_FD only; it
 // believes nothing the team's process says but "done", and checks every timed call.
 #include <doctest/doctest.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -92,16 +93,28 @@ Run check(const std::string& args, const FakeConv& team = {}, bool ahead = false
     _exit(127);
   }
   close(ends[1]);
+  // As the grader does: one byte on the referee's "team gone" pipe once the team's process
+  // has ended (the referee times its reference only then).
+  int gone[2];
+  REQUIRE(pipe2(gone, O_CLOEXEC) == 0);
+  std::thread reaper([team_pid, gone_w = gone[1]] {
+    int status = 0;
+    waitpid(team_pid, &status, 0);
+    const char byte = 'g';
+    (void)!write(gone_w, &byte, 1);
+  });
   Run r;
   std::string output;
   // The socket first: `3>` before `5<&3` would hand over the result file when ends[0] is 3.
-  r.code = test::run_command("CONVLAB_PASS_FD=5 CONVLAB_RESULT_FD=3 " +
+  r.code = test::run_command("CONVLAB_PASS_FD=5 CONVLAB_TEAM_GONE_FD=6 CONVLAB_RESULT_FD=3 " +
                                  std::string(CONVLAB_CHECK_BINARY) + " " + args + " 5<&" +
-                                 std::to_string(ends[0]) + " 3>" + result.string(),
+                                 std::to_string(ends[0]) + " 6<&" + std::to_string(gone[0]) +
+                                 " 3>" + result.string(),
                              &output);
   close(ends[0]);
-  int status = 0;
-  waitpid(team_pid, &status, 0);
+  reaper.join();
+  close(gone[0]);
+  close(gone[1]);
   std::ifstream in(result);
   std::stringstream ss;
   ss << in.rdbuf();
@@ -237,7 +250,18 @@ TEST_CASE("the referee's clock and checks: honest, caching, early and out-of-tur
     CHECK(r.doc.at("timing").at("op_time_runs_s").size() == 2);
     CHECK(r.doc.at("timing").at("op_time_s").get<double>() > 0.0);
     CHECK(r.doc.at("reference").at("op_time_s").get<double>() > 0.0);
-    CHECK(r.doc.at("handshake_s").get<double>() < 0.01);
+    // Nothing measured through the team's process is subtracted from its time.
+    CHECK_FALSE(r.doc.contains("handshake_s"));
+  }
+  SUBCASE("a team that writes its input fails, and is told so") {
+    const Run r = check(args, [](float* y, const float* x, const float* k, const ConvShape& s) {
+      conv_forward_reference(y, x, k, s);
+      const_cast<float*>(x)[s.x_elements() - 1] = 0.5f;  // leaves a mark where it read
+      return wire::Status::ok;
+    });
+    CHECK(r.code == 1);
+    CHECK(r.doc.at("status") == "input_written");
+    CHECK(r.doc.at("message").get<std::string>().find("input x") != std::string::npos);
   }
   SUBCASE("outputs kept from earlier calls fail: every timed pass has fresh inputs") {
     // Remembers each chunk's output by its position and returns it again from the second

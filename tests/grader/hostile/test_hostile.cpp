@@ -206,10 +206,16 @@ void skip_without_gpu(const Grade& g, const std::string& id) {
   }
 }
 
+// Skips before anything is built where the case cannot run: a build without CUDA, or no GPU
+// the driver lists.
 void require_cuda_build() {
 #ifndef CONVLAB_HAVE_CUDA
   convlab::test::skip("this convlab is built without CUDA (-DCONVLAB_CUDA=OFF): m3 needs it");
 #endif
+  std::string out;
+  if (convlab::test::run_command("nvidia-smi -L", &out) != 0) {
+    convlab::test::skip("no usable GPU (nvidia-smi -L: " + out.substr(0, 200) + ")");
+  }
 }
 
 const std::string kM2Check = "network/cpu/ece408-high/100";
@@ -621,6 +627,91 @@ TEST_CASE("m3_skip_repeats") {
   const std::size_t at = log.find("skip-repeats: computed ");
   REQUIRE(at != std::string::npos);
   CHECK(log.find(", copied 0") == std::string::npos);
+}
+
+// ---- Trusted timing: nothing the team can touch is subtracted or verified against ----------
+
+// The Op Time of the honest control (the staff baseline as a submission), graded like the
+// attacks it is compared with.
+double honest_m3_op_time() {
+  const Grade g = grade("m3_honest_control", "m3", {kM3Time}, {"--runs", "3"});
+  skip_without_gpu(g, kM3Time);
+  const json& c = expect_honest_time(g, kM3Time, 10.0);
+  return c.at("op_time_s").get<double>();
+}
+
+TEST_CASE("m3_rewrite_inputs") {
+  require_cuda_build();
+  const Grade g = grade("m3_rewrite_inputs", "m3", {kM3Time}, {"--runs", "3"});
+  expect_clean_build(g);
+  skip_without_gpu(g, kM3Time);
+  const json& c = g.check(kM3Time);
+  expect_failed(c, "input_written");
+  CHECK(c.value("output", "").find("input x") != std::string::npos);
+  CHECK(g.report.value("op_time_s", json()).is_null());
+  const std::string log = g.logs(".stderr.txt");
+  INFO(log);
+  // The attack did meet repeated calls and rewrote their inputs.
+  CHECK(log.find("rewrite-inputs: rewrote ") != std::string::npos);
+  CHECK(log.find("rewrite-inputs: rewrote 0 ") == std::string::npos);
+}
+
+TEST_CASE("m3_contention") {
+  require_cuda_build();
+  const double honest = honest_m3_op_time();
+  const Grade g = grade("m3_contention", "m3", {kM3Time}, {"--runs", "3"});
+  expect_clean_build(g);
+  skip_without_gpu(g, kM3Time);
+  const json& c = expect_honest_time(g, kM3Time, 10.0);
+  const double attacked = c.at("op_time_s").get<double>();
+  CAPTURE(honest);
+  CAPTURE(attacked);
+  // Load before the first call buys nothing: the time is the honest one, within noise.
+  CHECK(attacked > 0.9 * honest);
+  CHECK(g.logs(".stderr.txt").find("contention: load started") != std::string::npos);
+}
+
+TEST_CASE("m3_fill_memory") {
+  require_cuda_build();
+  const Grade g = grade("m3_fill_memory", "m3", {kM3Time}, {"--runs", "3"});
+  expect_clean_build(g);
+  skip_without_gpu(g, kM3Time);
+  const json& c = g.check(kM3Time);
+  INFO(show(c));
+  CHECK(c.value("reason", "") != "grader_error");
+  if (c.value("status", "") != "passed") expect_failed(c, "gpu_memory");
+  CHECK(g.report.value("grader_error", "").empty());
+  CHECK(g.logs(".stderr.txt").find("fill-memory: holding ") != std::string::npos);
+}
+
+// What a snoop reported: its "found" lines, after checking that it ran to the end.
+std::string snoop_findings(const Grade& g) {
+  const std::string log = g.logs(".stderr.txt");
+  INFO(log);
+  REQUIRE(log.find("snoop: done, ") != std::string::npos);
+  std::string found;
+  std::stringstream ss(log);
+  for (std::string line; std::getline(ss, line);) {
+    if (line.rfind("snoop: found", 0) == 0) found += line + "\n";
+  }
+  return found;
+}
+
+TEST_CASE("m2_snoop") {
+  const Grade g = grade("m2_snoop", "m2", {kM2Check});
+  expect_clean_build(g);
+  expect_passed(g.check(kM2Check));
+  CHECK(snoop_findings(g) == "");
+}
+
+TEST_CASE("m3_snoop") {
+  require_cuda_build();
+  const std::string net = "network/baseline/ece408-high/100";
+  const Grade g = grade("m3_snoop", "m3", {net});
+  expect_clean_build(g);
+  skip_without_gpu(g, net);
+  expect_passed(g.check(net));
+  CHECK(snoop_findings(g) == "");
 }
 
 // ---- Isolation: each case is graded as what it is, leaks nothing, leaves nothing ----------
