@@ -224,7 +224,8 @@ std::vector<fs::path> linking_closure(const std::vector<fs::path>& programs,
     files.insert(real);
     if (read.insert(real).second) queue.push_back(real);
   };
-  for (const fs::path& p : programs) add(p);
+  // The programs themselves are not part of it: the run gets its own copy.
+  for (const fs::path& p : programs) queue.push_back(fs::canonical(p));
   for (const std::string& name : dlopened) {
     if (auto found = resolve_library(name, {}, ld_library_path, cache)) {
       add(*found);

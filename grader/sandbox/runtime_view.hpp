@@ -35,7 +35,8 @@ std::optional<std::filesystem::path> resolve_library(
 std::map<std::string, std::filesystem::path> loader_cache();
 
 /// Every file `programs` load at start-up, recursively, plus `dlopened` sonames (and theirs)
-/// where they exist: the interpreter, each library as named and its real file. Throws Error
+/// where they exist: the interpreter, each library as named and its real file (not the
+/// programs themselves). Throws Error
 /// for a library a program needs that cannot be found (the run could not start).
 std::vector<std::filesystem::path> linking_closure(const std::vector<std::filesystem::path>& programs,
                                                    const std::vector<std::string>& dlopened,

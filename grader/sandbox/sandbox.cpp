@@ -1107,7 +1107,9 @@ ViewPlan plan_view(const fs::path& root, const std::vector<fs::path>& visible,
   }
   for (const char* f : kViewHiddenFiles) {
     std::error_code ec;
-    if (fs::is_regular_file(f, ec)) wanted[f] = ViewEntry{ViewMount::hide_file, "", f, false};
+    if (system_folders && fs::is_regular_file(f, ec)) {
+      wanted[f] = ViewEntry{ViewMount::hide_file, "", f, false};
+    }
   }
 
   ViewPlan plan;

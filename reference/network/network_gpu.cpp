@@ -135,8 +135,9 @@ NetworkRun run_network_gpu(const Model& model, const Tensor& input, const GpuCon
         s.validate();
         const auto failed = [&](const CudaError& e) {
           return CudaError("the " + conv_name + " convolution failed on layer " +
-                           std::to_string(i) + " (" + s.to_string() + "): " + e.what() +
-                           "\nRun it under compute-sanitizer to find the faulty access.");
+                               std::to_string(i) + " (" + s.to_string() + "): " + e.what() +
+                               "\nRun it under compute-sanitizer to find the faulty access.",
+                           e.out_of_memory());
         };
         if (fuse && fuses_tanh_maxpool2(model, i)) {
           // conv, tanh and max-pool in one timed call; the next two layers are skipped.

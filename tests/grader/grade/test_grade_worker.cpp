@@ -96,7 +96,10 @@ Run check(const std::string& args, const FakeConv& team = {}, bool ahead = false
   // As the grader does: one byte on the referee's "team gone" pipe once the team's process
   // has ended (the referee times its reference only then).
   int gone[2];
-  REQUIRE(pipe2(gone, O_CLOEXEC) == 0);
+  REQUIRE(pipe(gone) == 0);
+  // Above the descriptors the command names, so that `5<&` cannot replace it first.
+  const int gone_r = fcntl(gone[0], F_DUPFD, 20);
+  REQUIRE(gone_r >= 20);
   std::thread reaper([team_pid, gone_w = gone[1]] {
     int status = 0;
     waitpid(team_pid, &status, 0);
@@ -108,11 +111,12 @@ Run check(const std::string& args, const FakeConv& team = {}, bool ahead = false
   // The socket first: `3>` before `5<&3` would hand over the result file when ends[0] is 3.
   r.code = test::run_command("CONVLAB_PASS_FD=5 CONVLAB_TEAM_GONE_FD=6 CONVLAB_RESULT_FD=3 " +
                                  std::string(CONVLAB_CHECK_BINARY) + " " + args + " 5<&" +
-                                 std::to_string(ends[0]) + " 6<&" + std::to_string(gone[0]) +
+                                 std::to_string(ends[0]) + " 6<&" + std::to_string(gone_r) +
                                  " 3>" + result.string(),
                              &output);
   close(ends[0]);
   reaper.join();
+  close(gone_r);
   close(gone[0]);
   close(gone[1]);
   std::ifstream in(result);

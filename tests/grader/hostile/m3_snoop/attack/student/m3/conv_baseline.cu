@@ -1,12 +1,15 @@
 // convlab-hostile: staff rename conv_baseline
 // Hostile: looks for anything beyond its own code (the grader, the framework, staff code,
 // models, other teams, other GPUs) from inside its process, and says what it found.
+#include <sys/stat.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <set>
 #include <string>
+#include <utility>
 
 namespace convlab::student {
 namespace {
@@ -26,11 +29,17 @@ void snoop() {
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   const fs::path cwd = fs::current_path(ec);
-  std::set<std::string> mapped;
+  // Mapped files by identity: a library bound at two paths is one file.
+  std::set<std::pair<dev_t, ino_t>> mapped;
+  const auto id = [](const fs::path& p) {
+    struct stat st {};
+    return ::stat(p.c_str(), &st) == 0 ? std::make_pair(st.st_dev, st.st_ino)
+                                       : std::make_pair(dev_t{}, ino_t{});
+  };
   std::ifstream maps("/proc/self/maps");
   for (std::string line; std::getline(maps, line);) {
     const std::size_t slash = line.find('/');
-    if (slash != std::string::npos) mapped.insert(line.substr(slash));
+    if (slash != std::string::npos) mapped.insert(id(line.substr(slash)));
   }
   long long visible = 0, found = 0;
   const auto report = [&](const std::string& what) {
@@ -48,8 +57,7 @@ void snoop() {
     if (!it->is_regular_file(ec)) continue;
     ++visible;
     const std::string name = p.filename().string();
-    const std::string real = fs::canonical(p, ec).string();
-    if (p == exe || real == exe.string() || mapped.count(p.string()) || mapped.count(real) ||
+    if (p == exe || id(p) == id(exe) || mapped.count(id(p)) != 0 ||
         p == "/etc/ld.so.cache" || name.rfind("libcuda", 0) == 0 ||
         name.rfind("libnvidia", 0) == 0 || p.string().rfind(cwd.string() + "/", 0) == 0) {
       continue;
