@@ -17,6 +17,7 @@
 #include <set>
 #include <sstream>
 
+#include "grader/kit/kit_rules.hpp"
 #include "reference/core/error.hpp"
 #include "reference/driver/milestone.hpp"
 
@@ -348,13 +349,35 @@ ReleasePlan plan_release(const fs::path& root_in, const fs::path& exclude) {
 
   // No shipped file outside student/ may define what a team writes: a working convolution in a
   // test fixture or a helper would hand the kit's readers the answer.
+  // Nor compute a convolution, the general form of the same leak; and no shipped document may
+  // send a team to a file the kit does not have.
   const std::vector<std::string> names = student_entry_points(root);
+  std::set<std::string> kit_paths(plan.files.begin(), plan.files.end());
+  for (const std::string& f : plan.files) {
+    for (fs::path d = fs::path(f).parent_path(); !d.empty(); d = d.parent_path()) {
+      kit_paths.insert(d.generic_string());
+    }
+  }
+  const auto in_kit = [&](std::string p) {
+    if (p.ends_with("/")) p.pop_back();
+    return kit_paths.contains(p);
+  };
   for (const std::string& rel : plan.files) {
     if (rel.starts_with("student/")) continue;
     const std::string from = plan.sources.contains(rel) ? plan.sources.at(rel) : rel;
     if (is_binary_data(from)) continue;
-    for (const std::string& d : find_definitions(read_text(root / from), names)) {
+    const std::string text = read_text(root / from);
+    for (const std::string& d : find_definitions(text, names)) {
       plan.entry_point_definitions.push_back(from + ":" + d);
+    }
+    for (std::string& c : kit::kit_convolutions(rel, text)) {
+      plan.convolutions.push_back(from == rel ? std::move(c) : from + " (as " + c + ")");
+    }
+    if (fs::path(rel).extension() == ".md") {
+      for (std::string& m :
+           kit::missing_markdown_paths(rel, kit::kit_markdown(rel, text), in_kit)) {
+        plan.missing_paths.push_back(from == rel ? std::move(m) : from + " (as " + m + ")");
+      }
     }
   }
   return plan;
@@ -370,13 +393,28 @@ ReleaseResult make_release(const ReleaseOptions& options, const ReleaseProgressF
   ReleaseResult result;
   result.plan = plan_release(root, out);
   const ReleasePlan& plan = result.plan;
-  if (!plan.entry_point_definitions.empty()) {
-    std::string list;
-    for (const std::string& d : plan.entry_point_definitions) list += "\n  " + d;
-    throw Error("refusing to write the starter kit: these files outside student/ define a "
-                "student entry point, and would ship a solution:" + list +
-                "\nAdd their paths to the staff-only list (kStaffOnly in "
-                "grader/release/release.cpp) or remove the definitions; nothing was written");
+  std::string problems;
+  const auto add = [&](const std::vector<std::string>& lines, const std::string& what,
+                       const std::string& fix) {
+    if (lines.empty()) return;
+    problems += "\n" + what + ":";
+    for (const std::string& l : lines) problems += "\n  " + l;
+    problems += "\n" + fix;
+  };
+  add(plan.entry_point_definitions,
+      "these files outside student/ define a student entry point, and would ship a solution",
+      "Add their paths to the staff-only list (kStaffOnly in grader/release/release.cpp) or "
+      "remove the definitions.");
+  add(plan.convolutions,
+      "these files outside student/ compute a convolution, and would ship a way to the answers",
+      "Let the code take its kernel from the staff side (reference/solutions, which the kit "
+      "leaves out), compute something that is not a convolution, or add its path to the "
+      "staff-only list (kStaffOnly in grader/release/release.cpp). Only the library files of "
+      "sanctioned_convolutions() in grader/kit/kit_rules.cpp may hold one.");
+  add(plan.missing_paths, "these Markdown files name paths that the kit does not have",
+      "Name only files the kit ships, or leave the document out (kStaffOnly).");
+  if (!problems.empty()) {
+    throw Error("refusing to write the starter kit:" + problems + "\nNothing was written.");
   }
   check_output_folder(root, out, options.force);
   say("copying " + std::to_string(plan.files.size()) + " files from " + root.string() + " to " +
@@ -389,6 +427,16 @@ ReleaseResult make_release(const ReleaseOptions& options, const ReleaseProgressF
     fs::create_directories(dst.parent_path(), ec);
     const fs::path src = root / (plan.sources.contains(rel) ? plan.sources.at(rel) : rel);
     if (!ec) fs::copy_file(src, dst, fs::copy_options::overwrite_existing, ec);
+    // Markdown ships without its staff-only blocks.
+    if (!ec && src.extension() == ".md") {
+      const std::string text = read_text(src), kit_text = kit::kit_markdown(rel, text);
+      if (kit_text != text) {
+        std::ofstream md(dst, std::ios::binary | std::ios::trunc);
+        md << kit_text;
+        md.close();
+        if (!md) throw Error("cannot write " + dst.string());
+      }
+    }
     if (!ec) fs::permissions(dst, fs::status(src).permissions(), ec);
     if (ec) throw Error("cannot copy " + rel + " to " + dst.string() + ": " + ec.message());
     result.bytes += fs::file_size(dst);

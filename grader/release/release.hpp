@@ -25,6 +25,13 @@ struct ReleasePlan {
   /// "FILE:LINE: defines NAME" for every shipped file outside student/ that defines a student
   /// entry point (student_api.hpp, variants.def). make_release refuses a non-empty list.
   std::vector<std::string> entry_point_definitions;
+  /// "FILE:LINE: what" for every shipped file outside student/ that computes a convolution and
+  /// is not one of the sanctioned library files (grader/kit/kit_rules.hpp). make_release
+  /// refuses a non-empty list.
+  std::vector<std::string> convolutions;
+  /// "FILE:LINE: names PATH, ..." for every tree path a shipped Markdown file names that the
+  /// kit does not have. make_release refuses a non-empty list.
+  std::vector<std::string> missing_paths;
   /// (path, why) of everything left out; a folder left out is one entry.
   std::vector<std::pair<std::string, std::string>> left_out;
   /// Model files (.safetensors) that are not public models: never copied. A non-empty list is
@@ -66,8 +73,10 @@ std::vector<std::string> student_entry_points(const std::filesystem::path& root)
 std::vector<std::string> find_definitions(const std::string& text,
                                           const std::vector<std::string>& names);
 
-/// Copies the plan's files into options.out and writes the manifest. Throws Error, before
-/// writing anything, when a shipped file outside student/ defines a student entry point, when
+/// Copies the plan's files into options.out (Markdown without its staff-only blocks,
+/// kit::kit_markdown) and writes the manifest. Throws Error, before
+/// writing anything, when a shipped file outside student/ defines a student entry point or
+/// computes a convolution, when a shipped Markdown file names a path the kit lacks, when
 /// `out` is not empty (without force) or overlaps the framework tree; and when it cannot be
 /// written.
 ReleaseResult make_release(const ReleaseOptions& options, const ReleaseProgressFn& progress = {});

@@ -15,7 +15,7 @@
 #include "reference/core/cuda_check.hpp"
 #include "reference/network/network_gpu.hpp"
 #include "reference/profile/profiler.hpp"
-#include "tests/profile/profile_test_conv.hpp"
+#include "tests/profile/profile_test_kernel.hpp"
 #include "tests/support/test_support.hpp"
 
 using namespace convlab;
@@ -47,7 +47,7 @@ TEST_CASE("a profiled network run shows the conv kernel, copies and CUDA calls")
   const auto wall_start = std::chrono::steady_clock::now();
   Profiler profiler;
   const NetworkRun run =
-      run_network_gpu(model, input, test::launch_profile_test_conv, "test conv", timing);
+      run_network_gpu(model, input, test::launch_profile_test_kernel, "test kernel", timing);
   const Profile profile = profiler.stop();
   const double wall_ns =
       std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - wall_start)
@@ -58,7 +58,7 @@ TEST_CASE("a profiled network run shows the conv kernel, copies and CUDA calls")
   CHECK(static_cast<double>(profile.wall_ns) <= wall_ns);
 
   const ProfileSummary s = summarize(profile);
-  const ProfileRow* conv = row_named(s.gpu_activities, test::kProfileTestConvName);
+  const ProfileRow* conv = row_named(s.gpu_activities, test::kProfileTestKernelName);
   REQUIRE_MESSAGE(conv != nullptr, format_summary(s, ::getpid(), "test"));
   CHECK(conv->calls == 4);
   CHECK(conv->min_ns > 0);
@@ -96,7 +96,7 @@ TEST_CASE("a profiled network run shows the conv kernel, copies and CUDA calls")
   const std::string table = format_summary(s, ::getpid(), "test");
   CHECK(table.find(" GPU activities:  ") != std::string::npos);
   CHECK(table.find("      API calls:  ") != std::string::npos);
-  CHECK(table.find(std::string("  ") + test::kProfileTestConvName + "\n") != std::string::npos);
+  CHECK(table.find(std::string("  ") + test::kProfileTestKernelName + "\n") != std::string::npos);
   CHECK(table.find("  [CUDA memcpy HtoD]\n") != std::string::npos);
   CHECK(table.find("  cudaLaunchKernel\n") != std::string::npos);
 }

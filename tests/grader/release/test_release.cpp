@@ -193,6 +193,43 @@ TEST_CASE("a file outside student/ that defines a student entry point stops the 
   CHECK_MESSAGE(release(root, out, "--force", &output) == 0, output);
 }
 
+TEST_CASE("a convolution outside student/ or a path the kit lacks stops the release") {
+  TempDir tmp;
+  const fs::path root = make_fake_tree(tmp.path() / "tree");
+  const fs::path out = tmp.path() / "kit";
+  // The profiler test's kernel as it once shipped: a working m3 under another name.
+  fs::create_directories(root / "tests/profile");
+  fs::copy_file(convlab::test::source_dir() / "tests/grader/release/fixtures/profile_test_conv.cu",
+                root / "tests/profile/profile_test_conv.cu");
+  // A handout that sends the team to a staff solution.
+  write(root / "docs/student.md", "Compare with `reference/solutions/final/5_best.cu`.\n");
+  std::string output;
+  CHECK(release(root, out, "", &output) == 1);
+  CAPTURE(output);
+  CHECK(output.find("compute a convolution") != std::string::npos);
+  CHECK(output.find("tests/profile/profile_test_conv.cu:23: accumulates products") !=
+        std::string::npos);
+  CHECK(output.find("docs/student.md:1: names reference/solutions/final/5_best.cu") !=
+        std::string::npos);
+  CHECK(output.find("sanctioned_convolutions()") != std::string::npos);
+  CHECK_FALSE(fs::exists(out));
+
+  // The same kernel among a team's files is their answer, not the kit's leak.
+  fs::create_directories(root / "student/m3");
+  fs::rename(root / "tests/profile/profile_test_conv.cu", root / "student/m3/conv_baseline.cu");
+  // A staff-only block may name staff files: the kit's copy goes without it.
+  write(root / "docs/student.md",
+        "Write `student/m3/conv_baseline.cu`; see [m2](../student/m2/conv_cpu.cpp).\n"
+        "<!-- staff-only: begin -->\nStaff: `reference/solutions/m3/conv_baseline.cu`.\n"
+        "<!-- staff-only: end -->\nEnd.\n");
+  REQUIRE_MESSAGE(release(root, out, "", &output) == 0, output);
+  std::ifstream doc(out / "docs/student.md");
+  CHECK(std::string(std::istreambuf_iterator<char>(doc), {}) ==
+        "Write `student/m3/conv_baseline.cu`; see [m2](../student/m2/conv_cpu.cpp).\nEnd.\n");
+  std::string audit;
+  CHECK(run_command("cd '" + out.string() + "' && sha256sum -c --quiet RELEASE", &audit) == 0);
+}
+
 TEST_CASE("the entry points come from the student API, every variant included") {
   const auto names = convlab::grader::student_entry_points(convlab::test::source_dir());
   const std::set<std::string> have(names.begin(), names.end());
@@ -209,6 +246,14 @@ TEST_CASE("the entry points come from the student API, every variant included") 
   std::string found;
   for (const std::string& d : plan.entry_point_definitions) found += d + "\n";
   CHECK_MESSAGE(plan.entry_point_definitions.empty(), found);
+  // Nor does any kit file compute a convolution outside the sanctioned ones, or any kit
+  // document name a file the kit lacks.
+  found.clear();
+  for (const std::string& c : plan.convolutions) found += c + "\n";
+  CHECK_MESSAGE(plan.convolutions.empty(), found);
+  found.clear();
+  for (const std::string& m : plan.missing_paths) found += m + "\n";
+  CHECK_MESSAGE(plan.missing_paths.empty(), found);
 }
 
 TEST_CASE("--out must be new or empty unless --force, and never the tree itself") {
