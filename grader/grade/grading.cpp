@@ -123,17 +123,6 @@ fs::path default_cache_dir() {
   return fs::temp_directory_path() / "convlab-cache";
 }
 
-// ./grade-TEAM, unless that lies inside the submission (a team grading its own checkout): then
-// the checkout's build/grade-TEAM, which the submission scan, the framework's hash, the kit's
-// tests and `git status` all leave alone.
-fs::path default_out_dir(const fs::path& submission, const std::string& team) {
-  const std::string name = "grade-" + team;
-  const fs::path here = fs::weakly_canonical(fs::current_path() / name);
-  const fs::path rel = here.lexically_relative(submission);
-  if (rel.empty() || rel.native().starts_with("..")) return fs::current_path() / name;
-  return submission / "build" / name;
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -213,7 +202,7 @@ void Grading::prepare_output() {
   if (opt_.db) ResultsDb check_it_opens(*opt_.db);  // a bad file fails now, not after grading
 #endif
 
-  out_ = opt_.out.empty() ? default_out_dir(result_.submission, result_.team) : opt_.out;
+  out_ = opt_.out.empty() ? default_out_dir(result_.submission, result_.team, fs::current_path()) : opt_.out;
   logs_ = out_ / "logs";
   fs::create_directories(logs_, ec);
   if (ec || ::access(out_.c_str(), W_OK) != 0) {

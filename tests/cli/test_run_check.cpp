@@ -19,7 +19,7 @@ using namespace convlab;
 namespace {
 
 std::vector<float> copy_of(const float* v, std::int64_t n) {
-  return {v, v + n};
+  return std::vector<float>(v, v + n);
 }
 
 void right(float* y, const float* x, const float* k, const ConvShape& s) {
