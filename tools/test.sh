@@ -6,7 +6,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-preset=$(tools/preset.sh)
+# The starter kit (no staff solutions) tests what its tools/setup.sh built: code this machine
+# can run. The staff tree compiles the CUDA code wherever the toolkit is, as CI does.
+if [ -d reference/solutions ]; then preset=$(tools/preset.sh); else preset=$(tools/preset.sh --runnable); fi
 [ -f "build/$preset/CMakeCache.txt" ] || cmake --preset "$preset"
 cmake --build --preset "$preset"
 status=0

@@ -15,6 +15,7 @@
 
 #include "grader/class/child_process.hpp"
 #include "grader/class/grade_all_detail.hpp"
+#include "grader/grade/grade.hpp"
 #include "reference/core/error.hpp"
 #include "reference/core/text.hpp"
 #include "reference/driver/milestone.hpp"
@@ -418,7 +419,8 @@ void detail::judge(TeamOutcome& t, const ChildExit& exit, double team_timeout_s)
     // `convlab grade` could not complete the grade for reasons of its own (exit 2).
     t.graded = false;
     t.error = "the grader failed: " + t.grader_error;
-  } else if (exit.signal != 0 || exit.exit_code != 0) {
+  } else if (exit.signal != 0 || (exit.exit_code != 0 && exit.exit_code != kExitIncomplete)) {
+    // kExitIncomplete is a grade too: its report says what did not run, and it never ranks.
     // The submission's faults are failed checks in a report; a grade that ends otherwise is
     // the grader's own failure, even where it left a report behind.
     t.graded = false;

@@ -43,6 +43,12 @@ struct GradeOptions {
   std::vector<std::filesystem::path> hide_paths;
 };
 
+/// Exit status of `convlab grade` when the grade is incomplete (GradeResult::incomplete): some
+/// checks could not run here, so the score is not the milestone's full grade. 0 is a complete
+/// grade whatever the score (or the checks --only chose), 1 bad input, 2 the grader's own
+/// failure.
+inline constexpr int kExitIncomplete = 4;
+
 /// One line of progress ("building", "network/best/ece408-high/10000: passed").
 using ProgressFn = std::function<void(const std::string& line)>;
 

@@ -91,8 +91,9 @@ void add_grade_command(CLI::App& app, int& exit_code) {
       f << report_json(r) << "\n";
       if (!f) throw Error("cannot write the JSON report to " + a->json);
     }
-    // 0: the grade is complete, whatever the score; 2: the grader could not complete it.
-    exit_code = r.grader_error.empty() ? 0 : 2;
+    // 0: the grade is complete (or --only's choice), whatever the score; 2: the grader could
+    // not complete it; kExitIncomplete: checks of the plan could not run here.
+    exit_code = !r.grader_error.empty() ? 2 : r.incomplete ? kExitIncomplete : 0;
   });
 }
 

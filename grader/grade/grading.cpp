@@ -9,11 +9,13 @@
 #include <ctime>
 #include <exception>
 #include <fstream>
+#include <numeric>
 #include <random>
 
 #include "grader/grade/grading.hpp"
 #include "grader/grade/report.hpp"
 #include "grader/worker/protocol.hpp"
+#include "reference/conv/variants.hpp"
 #include "reference/core/error.hpp"
 #include "reference/core/text.hpp"
 #include "reference/driver/milestone.hpp"
@@ -200,7 +202,7 @@ void Grading::prepare_output() {
   if (opt_.db) ResultsDb check_it_opens(*opt_.db);  // a bad file fails now, not after grading
 #endif
 
-  out_ = opt_.out.empty() ? fs::current_path() / ("grade-" + result_.team) : opt_.out;
+  out_ = opt_.out.empty() ? default_out_dir(result_.submission, result_.team, fs::current_path()) : opt_.out;
   logs_ = out_ / "logs";
   fs::create_directories(logs_, ec);
   if (ec || ::access(out_.c_str(), W_OK) != 0) {
@@ -398,11 +400,51 @@ void Grading::rank() {
   }
 }
 
+void Grading::note_not_run() {
+  // Skipped checks, one line per reason, in the order they ran.
+  std::vector<std::string> reasons;
+  for (const CheckResult& c : result_.checks) {
+    if (c.status != CheckStatus::skipped) continue;
+    result_.points_not_checked += c.max_score;
+    if (std::find(reasons.begin(), reasons.end(), c.reason) == reasons.end()) {
+      reasons.push_back(c.reason);
+    }
+  }
+  for (const std::string& reason : reasons) {
+    int count = 0;
+    double points = 0.0;
+    std::string why;
+    for (const CheckResult& c : result_.checks) {
+      if (c.status != CheckStatus::skipped || c.reason != reason) continue;
+      ++count;
+      points += c.max_score;
+      if (why.empty()) why = c.output.substr(0, c.output.find('\n'));
+    }
+    result_.not_run.push_back(std::to_string(count) + (count == 1 ? " check, " : " checks, ") +
+                              points_text(points) + " points (" + reason + "): " + why);
+  }
+  // Hidden models are staff-only: a team's own grade never has them.
+  const double hidden_points = std::accumulate(
+      specs_.begin(), specs_.end(), 0.0,
+      [](double sum, const MilestoneSpec& s) { return std::max(sum, s.hidden_model_points); });
+  const bool kit = !solutions_available();
+  if (hidden_.empty() && hidden_points > 0) {
+    result_.not_run.push_back(
+        "hidden models: the course's grade also runs your code on staff models of other layer "
+        "shapes (" + points_text(hidden_points) + " points each), which " +
+        (kit ? "the starter kit does not hold" : "this grade was not given (--models)") +
+        "; the element-wise check and the public model two-conv try other shapes here");
+  }
+  result_.incomplete = !reasons.empty() || (kit && hidden_.empty() && hidden_points > 0);
+  if (result_.incomplete) result_.partial = true;
+}
+
 void Grading::finish() {
   for (const CheckResult& c : result_.checks) {
     result_.score += c.score;
     result_.max_score += c.max_score;
   }
+  note_not_run();
   rank();
 
   json sandbox = json::object();

@@ -165,6 +165,8 @@ class Grading {
   void run_checks();
   void run_one(PlannedCheck& p, CheckResult& c);
   void rank();
+  /// Sums what did not run here into result_.not_run and marks the grade partial.
+  void note_not_run();
   void finish();
 
   // The harness's halves (harness.cpp).

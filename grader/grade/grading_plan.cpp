@@ -212,6 +212,14 @@ std::vector<PlannedCheck> plan_checks(const std::vector<MilestoneSpec>& specs,
   return plan;
 }
 
+fs::path default_out_dir(const fs::path& submission, const std::string& team, const fs::path& cwd) {
+  const std::string name = "grade-" + team;
+  const fs::path here = fs::weakly_canonical(fs::absolute(cwd) / name);
+  const fs::path rel = here.lexically_relative(fs::weakly_canonical(submission));
+  if (rel.empty() || *rel.begin() == "..") return cwd / name;
+  return submission / "build" / name;
+}
+
 bool id_selected(const std::string& id, const std::vector<std::string>& globs) {
   if (globs.empty()) return true;
   return std::any_of(globs.begin(), globs.end(), [&](const std::string& g) {

@@ -114,6 +114,9 @@ std::string report_json(const GradeResult& r) {
                        {"ranked_images", r.ranked_images},
                        {"flags", r.flags},
                        {"partial", r.partial},
+                       {"incomplete", r.incomplete},
+                       {"points_not_checked", r.points_not_checked},
+                       {"not_run", r.not_run},
                        {"only", r.only},
                        {"grader_error", r.grader_error},
                        {"machine",
@@ -144,6 +147,7 @@ std::string gradescope_json(const GradeResult& r) {
   std::string output = "convlab grade " + r.milestone + ": " + score_text(r.score) + " of " +
                        score_text(r.max_score) + " points.";
   if (r.partial) output += " Partial grade: only some checks ran.";
+  for (const std::string& line : r.not_run) output += "\nNot run: " + line;
   if (r.op_time_s) {
     output += " Op Time " + ms_text(*r.op_time_s) + " ms (" + r.ranked_variant + ", " +
               r.ranked_model + ", " + std::to_string(r.ranked_images) + " images)";
@@ -181,13 +185,27 @@ std::string gradescope_json(const GradeResult& r) {
 std::string summary_table(const GradeResult& r) {
   std::vector<std::vector<std::string>> rows;
   for (const CheckResult& c : r.checks) {
-    rows.push_back({c.id, status_name(c.status),
+    rows.push_back({c.id, c.status == CheckStatus::skipped ? "not run" : status_name(c.status),
                     score_text(c.score) + "/" + score_text(c.max_score), c.reason});
   }
   std::string out = format_table({"check", "status", "score", "reason"}, rows, {2});
   out += "\nTotal: " + score_text(r.score) + " / " + score_text(r.max_score) + " points";
-  if (r.partial) out += " (partial: --only)";
+  if (r.points_not_checked > 0) {
+    out += "; incomplete: " + score_text(r.points_not_checked) + " of " +
+           score_text(r.max_score) + " points not checked here";
+  } else if (r.incomplete) {
+    out += "; incomplete: not every check ran here";
+  }
+  if (!r.only.empty() && r.partial) out += " (partial: --only)";
   out += "\n";
+  if (!r.not_run.empty()) {
+    out += "Not run here:\n";
+    for (const std::string& line : r.not_run) out += "  " + line + "\n";
+  }
+  if (r.points_not_checked > 0) {
+    out += "Those points are neither scored nor failed: grade again on the course's GPU machine "
+           "for them.\n";
+  }
   if (r.op_time_s) {
     out += "Op Time: " + format_seconds(*r.op_time_s) + " s (" + r.ranked_variant + ", " +
            r.ranked_model + ", " + std::to_string(r.ranked_images) + " images)";

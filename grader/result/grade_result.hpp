@@ -120,8 +120,18 @@ struct GradeResult {
 
   /// Only checks matching these globs ran (`--only`; files, build and symbols always run).
   std::vector<std::string> only;
-  /// True when `only` left checks out: the score is not the milestone's full grade.
+  /// True when the score is not the milestone's full grade: `only` left checks out, a check
+  /// could not run here (no usable GPU, no compute-sanitizer), or, in the starter kit, the
+  /// course's hidden models were not there to run.
   bool partial = false;
+  /// Checks of the plan could not run here (no usable GPU, no compute-sanitizer, the kit
+  /// without the hidden models): `convlab grade` exits kExitIncomplete. --only alone is not.
+  bool incomplete = false;
+  /// Points of the checks that did not run here (skipped): neither scored nor failed.
+  double points_not_checked = 0.0;
+  /// What this grade did not check, one line each ("4 checks, 32 points: no usable GPU ..."),
+  /// for the summary and report.json; empty when every check of the milestone ran.
+  std::vector<std::string> not_run;
   /// Set when the grade could not be completed for the grader's own reasons (the pristine
   /// framework did not build...); empty otherwise.
   std::string grader_error;

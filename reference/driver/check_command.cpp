@@ -8,6 +8,7 @@
 #include <limits>
 #include <memory>
 #include <random>
+#include <sstream>
 
 #include "reference/conv/elementwise.hpp"
 #include "reference/conv/variants.hpp"
@@ -66,10 +67,10 @@ std::uint64_t fresh_seed() {
   return (std::uint64_t{rd()} << 32 | rd()) % 1000000000ull;
 }
 
+}  // namespace
+
 #ifdef CONVLAB_HAVE_CUDA
-// A GPU launcher called on host buffers: copies in, poisons y on the device, launches,
-// synchronises and copies out.
-CheckTarget gpu_target(const GpuVariant& v, Impl impl) {
+CheckTarget gpu_check_target(const GpuVariant& v, Impl impl) {
   const GpuLauncher fn = v.launcher(impl);
   return {std::string(v.name), std::string(v.student_file),
           [fn](float* y, const float* x, const float* k, const ConvShape& s) {
@@ -87,8 +88,6 @@ CheckTarget gpu_target(const GpuVariant& v, Impl impl) {
           }};
 }
 #endif
-
-}  // namespace
 
 std::vector<ConvShape> check_shapes(std::uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -116,6 +115,45 @@ std::vector<ConvShape> check_shapes(std::uint64_t seed) {
   return shapes;
 }
 
+bool check_target_on(const CheckTarget& t, const std::vector<ConvShape>& shapes,
+                     std::uint64_t seed, double atol, double rtol, bool quiet, std::ostream& out) {
+  const Precision precision = parse_precision(find_variant(t.name).precision);
+  bool ok = true;
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    const ConvShape& s = shapes[i];
+    const auto x = elementwise_values(seed, i, ElementwiseTensor::x, s.x_elements());
+    const auto k = elementwise_values(seed, i, ElementwiseTensor::k, s.k_elements());
+    const std::vector<double> want = conv_reference_double(s, x, k);
+    const std::vector<double> allowed = elementwise_allowance(precision, s, x, k, want, atol, rtol);
+    std::vector<float> y(static_cast<std::size_t>(s.y_elements()));
+    char line[64];
+    std::snprintf(line, sizeof line, "  %-36s", shape_text(s).c_str());
+    // Quiet: a shape's lines are kept back and printed only when it fails.
+    std::ostringstream held;
+    std::ostream& shape_out = quiet ? held : out;
+    shape_out << line << std::flush;
+    bool shape_ok = true;
+    double worst = 0.0;
+    for (int call = 1; call <= 2 && shape_ok; ++call) {
+      std::fill(y.begin(), y.end(), std::numeric_limits<float>::quiet_NaN());
+      t.call(y.data(), x.data(), k.data(), s);
+      const ElementwiseComparison c =
+          compare_elementwise_within(y, want, allowed, conv_output_dims(s), kShown);
+      if (call == 1) shape_out << (c.ok ? "" : "\n");
+      shape_ok = report(c, call, shape_out);
+      if (c.worst) worst = std::max(worst, c.worst->error);
+    }
+    if (shape_ok) {
+      char buf[48];
+      std::snprintf(buf, sizeof buf, "ok (worst error %.2g)\n", worst);
+      shape_out << buf;
+    }
+    if (quiet && !shape_ok) out << held.str();
+    ok = ok && shape_ok;
+  }
+  return ok;
+}
+
 int check_targets(const std::vector<CheckTarget>& targets, const std::string& milestone,
                   std::uint64_t seed, double atol, double rtol, std::ostream& out) {
   const std::vector<ConvShape> shapes = check_shapes(seed);
@@ -135,35 +173,7 @@ int check_targets(const std::vector<CheckTarget>& targets, const std::string& mi
     out << ")\n";
     bool ok = true;
     try {
-      for (std::size_t i = 0; i < shapes.size(); ++i) {
-        const ConvShape& s = shapes[i];
-        const auto x = elementwise_values(seed, i, ElementwiseTensor::x, s.x_elements());
-        const auto k = elementwise_values(seed, i, ElementwiseTensor::k, s.k_elements());
-        const std::vector<double> want = conv_reference_double(s, x, k);
-        const std::vector<double> allowed =
-            elementwise_allowance(precision, s, x, k, want, atol, rtol);
-        std::vector<float> y(static_cast<std::size_t>(s.y_elements()));
-        char line[64];
-        std::snprintf(line, sizeof line, "  %-36s", shape_text(s).c_str());
-        out << line << std::flush;
-        bool shape_ok = true;
-        double worst = 0.0;
-        for (int call = 1; call <= 2 && shape_ok; ++call) {
-          std::fill(y.begin(), y.end(), std::numeric_limits<float>::quiet_NaN());
-          t.call(y.data(), x.data(), k.data(), s);
-          const ElementwiseComparison c =
-              compare_elementwise_within(y, want, allowed, conv_output_dims(s), kShown);
-          if (call == 1) out << (c.ok ? "" : "\n");
-          shape_ok = report(c, call, out);
-          if (c.worst) worst = std::max(worst, c.worst->error);
-        }
-        if (shape_ok) {
-          char buf[48];
-          std::snprintf(buf, sizeof buf, "ok (worst error %.2g)\n", worst);
-          out << buf;
-        }
-        ok = ok && shape_ok;
-      }
+      ok = check_target_on(t, shapes, seed, atol, rtol, /*quiet=*/false, out);
     } catch (const NotImplemented& e) {
       // Alone, the stub's message is the command's error; in a list, it is one line of it.
       out << "not implemented yet" << (targets.size() > 1 ? std::string(": ") + e.what() : "")
@@ -188,6 +198,43 @@ int check_targets(const std::vector<CheckTarget>& targets, const std::string& mi
   }
   if (checked == 0 && first_missing) throw *first_missing;
   return failed == 0 ? 0 : kExitIncorrect;
+}
+
+std::vector<ConvShape> run_check_shapes(const std::vector<ConvShape>& layers, std::int64_t n) {
+  const int images = static_cast<int>(std::clamp<std::int64_t>(n, 1, 3));
+  std::vector<ConvShape> shapes;
+  bool channels = false;
+  for (ConvShape s : layers) {
+    s.B = images;
+    channels = channels || s.C > 1;
+    shapes.push_back(s);
+  }
+  // With C = 1 everywhere a wrong channel stride reads the right values; three channels show it.
+  if (!channels && !layers.empty()) {
+    ConvShape s = layers.front();
+    s.B = 1;
+    s.C = 3;
+    shapes.push_back(s);
+  }
+  return shapes;
+}
+
+bool check_before_run(const CheckTarget& target, const std::vector<ConvShape>& shapes,
+                      const std::string& milestone, double atol, double rtol, std::ostream& out) {
+  std::ostringstream failures;
+  if (check_target_on(target, shapes, kRunCheckSeed, atol, rtol, /*quiet=*/true, failures)) {
+    return true;
+  }
+  const bool several = variant_ids(milestone).size() > 1;
+  out << target.name << " (" << target.file
+      << ") is WRONG on this model's conv layers, so the network did not run. Each output "
+         "y[b][m][h][w] was compared with the library convolution in double precision "
+         "(random inputs, y filled with NaN before each of two calls):\n"
+      << failures.str() << "Fix " << target.file
+      << " (the handout's formula and indexing), then run convlab check " << milestone
+      << (several ? " --variant " + target.name : "")
+      << ": it names the wrong outputs on more shapes. Run this again once it passes.\n";
+  return false;
 }
 
 int run_check(const CheckOptions& o, std::ostream& out) {
@@ -227,7 +274,9 @@ int run_check(const CheckOptions& o, std::ostream& out) {
     }
     const std::string choice = o.variant.empty() ? ms.default_variant : o.variant;
     for (const std::string& v : ms.variants) {
-      if (choice == "all" || choice == v) targets.push_back(gpu_target(find_gpu_variant(v), impl));
+      if (choice == "all" || choice == v) {
+        targets.push_back(gpu_check_target(find_gpu_variant(v), impl));
+      }
     }
 #else
     throw Error("convlab check " + ms.id +

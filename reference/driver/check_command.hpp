@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "reference/conv/conv_shape.hpp"
+#include "reference/conv/variants.hpp"
 
 namespace convlab {
 
@@ -42,6 +43,33 @@ struct CheckOptions {
 /// skipped; when every target does, the first NotImplemented is thrown on.
 int check_targets(const std::vector<CheckTarget>& targets, const std::string& milestone,
                   std::uint64_t seed, double atol, double rtol, std::ostream& out);
+
+/// Compares `target` on `shapes` (shape i's inputs from elementwise_values(seed, i, ...)), calling
+/// it twice per shape with y poisoned with NaN before each call. Prints each shape's line to
+/// `out`, or with `quiet` only the failing shapes' lines. Returns whether every output matched.
+/// A stub's NotImplemented and any other Error go through to the caller.
+bool check_target_on(const CheckTarget& target, const std::vector<ConvShape>& shapes,
+                     std::uint64_t seed, double atol, double rtol, bool quiet, std::ostream& out);
+
+/// The inputs' seed of `convlab run`'s check: fixed, so that a run repeats exactly.
+inline constexpr std::uint64_t kRunCheckSeed = 408;
+
+/// The shapes `convlab run` checks its convolution on before the network: each of the model's
+/// conv layers `layers` with min(n, 3) images, and where every layer has C = 1 the first one
+/// again with three channels (a wrong channel stride is invisible with one).
+std::vector<ConvShape> run_check_shapes(const std::vector<ConvShape>& layers, std::int64_t n);
+
+/// `convlab run`'s check before the network: `target` on `shapes` (run_check_shapes) with
+/// check_target_on. Prints nothing when every output is right and returns true; else prints
+/// the failing shapes (the `convlab check` lines) and what to do next to `out`, returns false.
+bool check_before_run(const CheckTarget& target, const std::vector<ConvShape>& shapes,
+                      const std::string& milestone, double atol, double rtol, std::ostream& out);
+
+#ifdef CONVLAB_HAVE_CUDA
+/// A GPU launcher called on host buffers: copies in, poisons y on the device, launches,
+/// synchronises and copies out.
+CheckTarget gpu_check_target(const GpuVariant& variant, Impl impl);
+#endif
 
 /// `convlab check`: validates the options, picks the targets, runs check_targets.
 int run_check(const CheckOptions& options, std::ostream& out);

@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <iostream>
 #include <map>
+#include <set>
+#include <string_view>
 
 #include "datasets/fashion_mnist.hpp"
 #include "reference/conv/library_conv.hpp"
 #include "reference/core/error.hpp"
+#include "reference/driver/check_command.hpp"
 #include "reference/driver/run_steps.hpp"
 #include "reference/model/model.hpp"
 #include "reference/network/exact.hpp"
@@ -54,6 +57,29 @@ template <typename Body>
   return std::string(impl == Impl::student ? v.student_file : v.staff_file);
 }
 
+// The team's convolution checked output by output on the model's conv layers before the
+// network, so that no N, however small, lets a wrong one through. Returns false, the failure
+// printed to `out`, when it is wrong. A stub's NotImplemented or another Error goes through,
+// unless `keep_going` (a table of variants).
+bool layer_check(const RunPlan& plan, const Model& model, const CheckTarget& target,
+                 bool keep_going, std::ostream& out) {
+  const std::vector<ConvShape> shapes = run_check_shapes(model.conv_shapes(1), plan.n);
+  try {
+    return check_before_run(target, shapes, plan.ms.id, plan.ms.elementwise_atol(),
+                            plan.ms.elementwise_rtol(), out);
+  } catch (const Error&) {
+    // A stub or a failing launch: in a table, the network call records it on its row.
+    if (!keep_going) throw;
+    return true;
+  }
+}
+
+void mark_wrong(RunRecord& rec) {
+  rec.status = "wrong";
+  rec.error = "its output differs from the library convolution's on the model's conv layers "
+              "(printed above); the network did not run";
+}
+
 // The conv layers of `run` whose timed call also computed the tanh and max-pool after them.
 [[maybe_unused]] bool any_fused(const NetworkRun& run) {
   return std::any_of(run.conv_layers.begin(), run.conv_layers.end(),
@@ -86,7 +112,7 @@ std::vector<const GpuVariant*> chosen_variants(const RunPlan& plan) {
 
 // The chosen variants, and with --variant all cuDNN as the table's last (library) row.
 void run_gpu_variants(const RunPlan& plan, const Model& model, const Tensor& input,
-                      RunResult& result) {
+                      const std::set<std::string_view>& wrong, RunResult& result) {
   const RunOptions& opt = plan.opt;
   const bool all = opt.variant.value_or(plan.ms.default_variant) == "all";
   for (const GpuVariant* v : chosen_variants(plan)) {
@@ -94,6 +120,10 @@ void run_gpu_variants(const RunPlan& plan, const Model& model, const Tensor& inp
     rec.label = std::string(v->name);
     rec.precision = parse_precision(find_variant(v->name).precision);
     rec.code_file = code_file(v->name, opt.impl);
+    if (wrong.contains(v->name)) {
+      mark_wrong(rec);
+      continue;
+    }
     attempt(rec, all, [&] {
       const GpuConvTanhPoolFn fused = plan.fuse ? v->fused_launcher(opt.impl) : nullptr;
       const auto n = static_cast<int>(input.shape()[0]);
@@ -139,7 +169,18 @@ void start_profiler(std::optional<profile::Profiler>& profiler) {
   }
 }
 
-void run_gpu(const RunPlan& plan, const Model& model, const Tensor& input, RunResult& result) {
+void run_gpu(const RunPlan& plan, const Model& model, const Tensor& input, RunResult& result,
+             std::ostream& out) {
+  // Checked before the profiler starts, so that the profile holds the network's calls only.
+  std::set<std::string_view> wrong;
+  if (plan.ms.id != "m1") {
+    const bool all = plan.opt.variant.value_or(plan.ms.default_variant) == "all";
+    for (const GpuVariant* v : chosen_variants(plan)) {
+      if (!layer_check(plan, model, gpu_check_target(*v, plan.opt.impl), all, out)) {
+        wrong.insert(v->name);
+      }
+    }
+  }
   std::optional<profile::Profiler> profiler;
   if (plan.profiling) start_profiler(profiler);
   const GpuInfo info = gpu_info();
@@ -154,7 +195,7 @@ void run_gpu(const RunPlan& plan, const Model& model, const Tensor& input, RunRe
     rec.code_file = "reference/conv/cudnn_conv.cu";
     rec.run = run_network_gpu(model, input, conv_forward_cudnn, "cuDNN", gpu_timing(plan));
   } else {
-    run_gpu_variants(plan, model, input, result);
+    run_gpu_variants(plan, model, input, wrong, result);
   }
   if (profiler) result.profiled = profiler->stop();
   // Measured after the profile stops, so that its SGEMM stays out of the table.
@@ -190,23 +231,30 @@ void judge_precision(const Model& model, const Tensor& input, RunResult& result)
 
 // Runs the plan's convolution(s) on `input` into result.records.
 void run_convolutions(const RunPlan& plan, const Model& model, const Tensor& input,
-                      RunResult& result) {
+                      RunResult& result, std::ostream& out) {
   const TimingOptions cpu_timing{0, plan.opt.runs};
   if (plan.ms.id == "m1" && plan.device == "cpu") {
     RunRecord& rec = result.records.emplace_back();
     rec.label = "reference";
     rec.code_file = "reference/conv/library_conv_cpu.cpp";
     rec.run = run_network_cpu(model, input, conv_forward_reference, cpu_timing);
-  } else if (const std::vector<std::string> cpu = variant_ids(plan.ms.id, "cpu"); !cpu.empty()) {
+  } else if (plan.cpu_code != nullptr) {
     // A milestone of CPU variants (m2): its declared convolution.
     RunRecord& rec = result.records.emplace_back();
-    rec.label = cpu.front();
+    rec.label = variant_ids(plan.ms.id, "cpu").front();
     rec.precision = parse_precision(find_variant(rec.label).precision);
     rec.code_file = code_file(rec.label, plan.opt.impl);
-    rec.run = run_network_cpu(model, input, cpu_conv(plan.opt.impl, rec.label), cpu_timing);
+    const CheckTarget target{rec.label, rec.code_file,
+                             [fn = plan.cpu_code](float* y, const float* x, const float* k,
+                                                  const ConvShape& s) { fn(y, x, k, s); }};
+    if (!layer_check(plan, model, target, /*keep_going=*/false, out)) {
+      mark_wrong(rec);
+      return;
+    }
+    rec.run = run_network_cpu(model, input, plan.cpu_code, cpu_timing);
   } else {
 #ifdef CONVLAB_HAVE_CUDA
-    run_gpu(plan, model, input, result);
+    run_gpu(plan, model, input, result, out);
 #endif
   }
 }
@@ -238,7 +286,7 @@ RunResult execute_run(const RunPlan& plan, std::ostream& out) {
 
   RunResult result;
   result.model_name = model.name;
-  run_convolutions(plan, model, input, result);
+  run_convolutions(plan, model, input, result, out);
   for (RunRecord& rec : result.records) {
     if (rec.status != "ok") continue;
     rec.correct = count_correct(predictions(rec.run.output), labels);

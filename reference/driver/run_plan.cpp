@@ -87,6 +87,9 @@ RunPlan plan_run(const RunOptions& opt, bool fuse) {
   plan.profiling = profiling;
   plan.model_path = model_path;
   plan.n = n;
+  if (const std::vector<std::string> cpu = variant_ids(ms.id, "cpu"); !cpu.empty()) {
+    plan.cpu_code = cpu_conv(opt.impl, cpu.front());
+  }
   return plan;
 }
 

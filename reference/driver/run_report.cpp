@@ -101,7 +101,9 @@ std::vector<std::string> table_row(const RunPlan& plan, const RunResult& result,
                                std::string(precision_name(rec.precision))};
   if (rec.status != "ok") {
     row.insert(row.end(), (medians ? 6 : 5) + (layer_times ? 1 : 0), "-");
-    row.push_back(rec.status == "not_implemented" ? "not implemented" : "error");
+    row.push_back(rec.status == "not_implemented" ? "not implemented"
+                  : rec.status == "wrong"         ? "WRONG"
+                                                  : "error");
     return row;
   }
   const std::optional<double>& peak_flops = result.peak_flops;
@@ -208,6 +210,8 @@ int advise_wrong_counts(const RunPlan& plan, const RunResult& result, std::ostre
   const std::int64_t n = plan.n;
   int code = 0;
   for (const RunRecord& rec : result.records) {
+    // Its layer check printed what is wrong and what to do next.
+    if (rec.status == "wrong") code = kExitIncorrect;
     if (rec.status == "ok" && rec.verdict && !rec.verdict->ok() && !rec.reference) {
       code = kExitIncorrect;
       err << "convlab: " << rec.label << " (" << precision_name(rec.precision)
@@ -323,7 +327,7 @@ void write_json(const RunPlan& plan, const RunResult& result, const json& profil
 int report_run(const RunPlan& plan, const RunResult& result, std::ostream& out, std::ostream& err) {
   if (result.records.size() > 1) {
     print_table(plan, result, out, err);
-  } else {
+  } else if (result.records.front().status == "ok") {
     print_single(plan, result, out);
   }
   const int code = advise_wrong_counts(plan, result, err);

@@ -34,13 +34,17 @@ struct RunPlan {
   bool profiling = false;                            ///< --profile or --profile-json
   std::filesystem::path model_path;                  ///< the model file
   std::int64_t n = 0;  ///< N, checked against the test set once it is loaded
+  /// A milestone of CPU variants (m2): its declared convolution of opt.impl, null otherwise.
+  /// Run and checked from here, so that the same plan can run any CPU convolution.
+  CpuConvFn cpu_code = nullptr;
 };
 
 /// One convolution run through the whole network.
 struct RunRecord {
   std::string label;                     ///< variant name, or the library convolution's name
   std::string code_file;                 ///< where its code lives (for advice)
-  std::string status = "ok";             ///< ok, not_implemented, error
+  /// ok, not_implemented, error, or wrong: its layer check failed, so the network did not run
+  std::string status = "ok";
   std::string error;                     ///< why it did not run
   NetworkRun run;                        ///< its times and output
   std::int64_t correct = 0;              ///< correct predictions
@@ -70,12 +74,15 @@ struct RunResult {
 /// Checks every option against the milestone. Throws Error on bad input.
 RunPlan plan_run(const RunOptions& opt, bool fuse);
 
-/// Loads the data and the model (printing the original "Loading ..." lines to `out`), runs
-/// the plan's convolution(s) and counts the correct predictions. Throws Error on bad input.
+/// Loads the data and the model (printing the original "Loading ..." lines to `out`), checks
+/// the team's convolution(s) output by output on the model's conv layers (check_before_run:
+/// silent when right; a wrong one is printed, recorded as "wrong" and not run), runs the
+/// rest in the network and counts the correct predictions. Throws Error on bad input.
 RunResult execute_run(const RunPlan& plan, std::ostream& out);
 
 /// Prints the result (the original two lines, or a table), the advice for a wrong count and
-/// the profile; writes the JSON files. Returns 0, or kExitIncorrect.
+/// the profile; writes the JSON files. Returns 0, or kExitIncorrect (a wrong count, or a
+/// convolution that failed its layer check).
 int report_run(const RunPlan& plan, const RunResult& result, std::ostream& out, std::ostream& err);
 
 }  // namespace convlab

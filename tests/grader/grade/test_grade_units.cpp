@@ -512,3 +512,45 @@ TEST_CASE("the referee's check of repeated calls: a kept output fails on long su
   CHECK(failing(eps, true) == 0.0);              // a correct one passes
   CHECK(failing(kRepeatNoiseMin, false) < 0.5);  // a 1/256 move alone would let most through
 }
+
+TEST_CASE("an incomplete grade says what it did not check, in the table and the reports") {
+  GradeResult r = sample_result();
+  r.partial = true;
+  r.incomplete = true;
+  r.points_not_checked = 5;
+  r.not_run = {"1 check, 5 points (no_gpu): No usable GPU for this check: no CUDA device"};
+  const std::string table = summary_table(r);
+  CAPTURE(table);
+  CHECK(table.find("Total: 10 / 17 points; incomplete: 5 of 17 points not checked here") !=
+        std::string::npos);
+  CHECK(table.find("Not run here:\n  1 check, 5 points (no_gpu)") != std::string::npos);
+  CHECK(table.find("not run") != std::string::npos);  // the skipped check's status column
+  CHECK(table.find("(partial: --only)") == std::string::npos);
+  const json doc = json::parse(report_json(r));
+  CHECK(doc.at("partial") == true);
+  CHECK(doc.at("incomplete") == true);
+  CHECK(doc.at("points_not_checked").get<double>() == 5);
+  REQUIRE(doc.at("not_run").size() == 1);
+  const json results = json::parse(gradescope_json(r));
+  CHECK(results.at("output").get<std::string>().find("Not run: 1 check, 5 points") !=
+        std::string::npos);
+
+  // A complete grade says none of it.
+  const std::string complete = summary_table(sample_result());
+  CHECK(complete.find("incomplete") == std::string::npos);
+  CHECK(complete.find("Not run here") == std::string::npos);
+}
+
+TEST_CASE("a grade of one's own checkout writes its reports under the checkout's build/") {
+  test::TempDir dir;
+  const fs::path kit = dir.path() / "kit";
+  fs::create_directories(kit / "student");
+  // From inside the checkout (convlab grade .) and from a folder of it.
+  CHECK(default_out_dir(kit, "kit", kit) == kit / "build" / "grade-kit");
+  CHECK(default_out_dir(kit, "kit", kit / "student") == kit / "build" / "grade-kit");
+  // From elsewhere: ./grade-TEAM, as before.
+  CHECK(default_out_dir(kit, "kit", dir.path()) == dir.path() / "grade-kit");
+  // A sibling whose name starts with the checkout's is not inside it.
+  fs::create_directories(dir.path() / "kit2");
+  CHECK(default_out_dir(kit, "kit", dir.path() / "kit2") == dir.path() / "kit2" / "grade-kit");
+}
