@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <sstream>
 
 #include "grader/grade/grading.hpp"
@@ -34,7 +35,17 @@ class MemcheckCheck final : public CheckKind {
 };
 
 void MemcheckCheck::run(Grading& g, PlannedCheck& p, CheckResult& c) const {
-  const auto sanitizer = find_program("compute-sanitizer", {"/usr/local/cuda/bin"});
+  auto sanitizer = find_program("compute-sanitizer", {"/usr/local/cuda/bin"});
+  if (sanitizer) {
+    // The toolkit's bin/compute-sanitizer is a script that starts the program in its own
+    // folder: that program is run directly, so the team's view needs no shell or toolkit bin.
+    std::error_code ec;
+    const std::filesystem::path real = std::filesystem::canonical(*sanitizer, ec)
+                                           .parent_path()
+                                           .parent_path() /
+                                       "compute-sanitizer" / "compute-sanitizer";
+    if (!ec && std::filesystem::is_regular_file(real, ec)) sanitizer = real;
+  }
   if (!sanitizer) {
     c.status = CheckStatus::skipped;
     c.reason = "skipped";
