@@ -35,6 +35,8 @@ inline const char* status_name(CheckStatus s) {
 /// | wrong_count | the network ran, with another number of correct predictions than expected |
 /// | mismatch | element-wise: some output element is outside the tolerance (NaN included) |
 /// | memory_error | compute-sanitizer memcheck found an invalid access |
+/// | input_written | the team's code changed an input (x or k) it was handed |
+/// | gpu_memory | the referee ran out of device memory beside the team's process |
 /// | timeout | the wall-clock limit killed the run |
 /// | crash | killed by a signal (segmentation fault, abort, CPU-time limit...) |
 /// | cuda_error | a CUDA call or kernel of the team's code failed |
