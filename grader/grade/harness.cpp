@@ -167,7 +167,8 @@ namespace {
 
 // Runs the two processes at once: the team's on a thread of its own, the referee here. Once
 // every process of the team's run has ended, one byte on `team_gone` tells the referee.
-void run_both(const SandboxSpec& team, const SandboxSpec& referee, int team_gone, WorkerOutcome& w) {
+void run_both(const SandboxSpec& team, const SandboxSpec& referee, int team_gone,
+              WorkerOutcome& w) {
   std::exception_ptr team_error;
   std::thread team_thread([&] {
     try {

@@ -1,6 +1,8 @@
 #include "grader/sandbox/runtime_view.hpp"
 
 #include <elf.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -86,7 +88,9 @@ const std::vector<fs::path> kDefaultLibraryDirs = {"/lib/x86_64-linux-gnu",
                                                    "/lib",
                                                    "/usr/lib"};
 
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
+bool is_digit(char c) {
+  return c >= '0' && c <= '9';
+}
 
 bool is_file(const fs::path& p) {
   std::error_code ec;
@@ -101,9 +105,8 @@ std::string trim(const std::string& s) {
 
 }  // namespace
 
-const std::vector<std::string> kCudaDriverLibraries = {"libcuda.so.1",
-                                                       "libnvidia-ptxjitcompiler.so.1",
-                                                       "libnvidia-gpucomp.so", "libnvidia-nvvm.so"};
+const std::vector<std::string> kCudaDriverLibraries = {
+    "libcuda.so.1", "libnvidia-ptxjitcompiler.so.1", "libnvidia-gpucomp.so", "libnvidia-nvvm.so"};
 
 const std::vector<fs::path> kPlainDevices = {"/dev/null", "/dev/zero", "/dev/full", "/dev/random",
                                              "/dev/urandom"};
@@ -271,7 +274,13 @@ GpuAssignment assign_gpu(const std::string& cuda_visible_devices, const fs::path
       if (key == "GPU UUID") g.uuid = value;
       if (key == "Device Minor") g.minor = value;
     }
-    if (!g.minor.empty()) gpus.emplace_back(e.path().filename().string(), g);
+    // Only the GPUs this process may open count: under a device cgroup (Slurm's
+    // ConstrainDevices) the indices are those of the allowed GPUs, as CUDA numbers them.
+    const fs::path node = dev / ("nvidia" + g.minor);
+    const int fd = g.minor.empty() ? -1 : ::open(node.c_str(), O_RDWR | O_CLOEXEC);
+    if (fd < 0) continue;
+    ::close(fd);
+    gpus.emplace_back(e.path().filename().string(), g);
   }
   std::sort(gpus.begin(), gpus.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });

@@ -38,9 +38,9 @@ std::map<std::string, std::filesystem::path> loader_cache();
 /// where they exist: the interpreter, each library as named and its real file (not the
 /// programs themselves). Throws Error
 /// for a library a program needs that cannot be found (the run could not start).
-std::vector<std::filesystem::path> linking_closure(const std::vector<std::filesystem::path>& programs,
-                                                   const std::vector<std::string>& dlopened,
-                                                   const std::string& ld_library_path);
+std::vector<std::filesystem::path> linking_closure(
+    const std::vector<std::filesystem::path>& programs, const std::vector<std::string>& dlopened,
+    const std::string& ld_library_path);
 
 /// The sonames the CUDA runtime opens while it runs (the driver and its JIT compiler).
 extern const std::vector<std::string> kCudaDriverLibraries;
@@ -53,7 +53,8 @@ struct GpuAssignment {
 
 /// The first GPU that `cuda_visible_devices` names (all GPUs when empty), in PCI bus order
 /// (the grader sets CUDA_DEVICE_ORDER=PCI_BUS_ID so that indices mean the same to it, the
-/// referee and nvidia-smi), from the driver's /proc/driver/nvidia/gpus. Where the driver does
+/// referee and nvidia-smi) among those this process may open, from the driver's
+/// /proc/driver/nvidia/gpus. Where the driver does
 /// not list its GPUs there, every /dev/nvidiaN node and the variable as given.
 GpuAssignment assign_gpu(const std::string& cuda_visible_devices,
                          const std::filesystem::path& proc_gpus = "/proc/driver/nvidia/gpus",

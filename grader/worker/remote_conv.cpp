@@ -383,7 +383,8 @@ void staged_gpu_call(RemoteConv::Impl& impl, const GpuCall& g, wire::Request& rq
   const wire::Reply r = impl.exchange(rq);
   last = seconds(t0, Clock::now());
   RemoteConv::Impl::check(r);
-  CUDA_CHECK(cudaMemcpyAsync(y, impl.at(rq.y.offset), static_cast<std::size_t>(g.ny) * sizeof(float),
+  CUDA_CHECK(cudaMemcpyAsync(y, impl.at(rq.y.offset),
+                             static_cast<std::size_t>(g.ny) * sizeof(float),
                              cudaMemcpyHostToDevice, stream));
   CUDA_CHECK(cudaStreamSynchronize(stream));
 }
