@@ -1,6 +1,5 @@
 #include "reference/core/text.hpp"
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -66,30 +65,35 @@ std::size_t utf8_at(std::string_view text, std::size_t i, std::uint32_t* cp) {
   return len;
 }
 
+// The next unit of `text` at i: a printable character (ASCII, or valid UTF-8 above the C1
+// controls), a whole escape sequence (from ESC), or one byte that is neither (a C0 control,
+// DEL, a byte that is not UTF-8) or a C1 control.
+struct Unit {
+  std::size_t len = 1;
+  bool printable = false;
+  bool sequence = false;
+};
+
+Unit unit_at(std::string_view text, std::size_t i) {
+  const auto c = static_cast<unsigned char>(text[i]);
+  if (c == 0x1B) return {skip_escape(text, i) - i, false, true};
+  if (c < 0x20 || c == 0x7F) return {1, false, false};
+  if (c < 0x80) return {1, true, false};
+  std::uint32_t cp = 0;
+  const std::size_t len = utf8_at(text, i, &cp);
+  if (len == 0) return {1, false, false};  // a lone byte some terminals read as a C1 control
+  return {len, cp > 0x9F, false};          // U+0080-U+009F are the C1 controls
+}
+
 }  // namespace
 
 std::string strip_control_chars(std::string_view text) {
   std::string out;
   out.reserve(text.size());
   for (std::size_t i = 0; i < text.size();) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    if (c == 0x1B) {
-      i = skip_escape(text, i);
-    } else if (c < 0x20 || c == 0x7F) {
-      ++i;
-    } else if (c < 0x80) {
-      out += static_cast<char>(c);
-      ++i;
-    } else {
-      std::uint32_t cp = 0;
-      const std::size_t len = utf8_at(text, i, &cp);
-      if (len == 0) {
-        ++i;  // not UTF-8: a lone byte some terminals read as a C1 control
-      } else {
-        if (cp > 0x9F) out.append(text.substr(i, len));  // U+0080-U+009F are the C1 controls
-        i += len;
-      }
-    }
+    const Unit u = unit_at(text, i);
+    if (u.printable) out.append(text.substr(i, u.len));
+    i += u.len;
   }
   return out;
 }
@@ -98,36 +102,23 @@ std::string escape_control_chars(std::string_view text, bool keep_newlines) {
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
   out.reserve(text.size());
-  const auto escape = [&](unsigned char c) {
-    out += "\\x";
-    out += kHex[c >> 4];
-    out += kHex[c & 0xF];
-  };
   for (std::size_t i = 0; i < text.size();) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    if (keep_newlines && (c == '\n' || c == '\t')) {
-      out += static_cast<char>(c);
-      ++i;
-    } else if (c < 0x20 || c == 0x7F) {
-      escape(c);
-      ++i;
-    } else if (c < 0x80) {
-      out += static_cast<char>(c);
-      ++i;
-    } else {
-      std::uint32_t cp = 0;
-      const std::size_t len = utf8_at(text, i, &cp);
-      if (len == 0 || cp <= 0x9F) {
-        // Not UTF-8, or a C1 control: each byte shown, none acted on.
-        for (std::size_t k = 0; k < std::max<std::size_t>(len, 1); ++k) {
-          escape(static_cast<unsigned char>(text[i + k]));
-        }
-        i += std::max<std::size_t>(len, 1);
-      } else {
-        out.append(text.substr(i, len));
-        i += len;
-      }
+    const Unit u = unit_at(text, i);
+    const char c = text[i];
+    if (u.printable || (keep_newlines && (c == '\n' || c == '\t'))) {
+      out.append(text.substr(i, u.len));
+      i += u.len;
+      continue;
     }
+    // Shown byte by byte; of an escape sequence only ESC, the rest is plain text.
+    const std::size_t n = u.sequence ? 1 : u.len;
+    for (std::size_t k = 0; k < n; ++k) {
+      const auto b = static_cast<unsigned char>(text[i + k]);
+      out += "\\x";
+      out += kHex[b >> 4];
+      out += kHex[b & 0xF];
+    }
+    i += n;
   }
   return out;
 }
