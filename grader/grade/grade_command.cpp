@@ -1,5 +1,6 @@
 // `convlab grade`: grades one submission and prints a summary table.
 #include <CLI/CLI.hpp>
+#include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -7,10 +8,37 @@
 #include "grader/cli/commands.hpp"
 #include "grader/grade/grade.hpp"
 #include "grader/grade/report.hpp"
+#include "grader/leaderboard/leaderboard.hpp"
 #include "reference/core/error.hpp"
 #include "reference/driver/milestone.hpp"
 
 namespace convlab::grader {
+
+namespace {
+
+// What the ranked time would earn: the threshold rule's points from this time alone, and the
+// class rule's terms, which need the class's times ("" without a ranked time or a rule).
+std::string ranking_note(const GradeResult& r) {
+  if (!r.op_time_s || *r.op_time_s <= 0.0) return "";
+  RankingRule threshold, by_class;
+  try {
+    threshold = load_ranking_rule(convlab_root(), r.milestone, "threshold");
+    by_class = load_ranking_rule(convlab_root(), r.milestone, "stddev_from_median");
+  } catch (const Error&) {
+    return "";  // a milestone without both rules' numbers is not ranked by them
+  }
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "Ranking: this time earns %.1f of %g points under the threshold rule (all at or "
+                "under %g ms, none at or over %g ms). The class rule gives %g at the class "
+                "median and %g per standard deviation from it: `convlab leaderboard` computes "
+                "it from the class's times.\n",
+                ranking_points(threshold, 0.0, *r.op_time_s), threshold.points, threshold.full_ms,
+                threshold.zero_ms, by_class.points / 2.0, by_class.points_per_stddev);
+  return line;
+}
+
+}  // namespace
 
 void add_grade_command(CLI::App& app, int& exit_code) {
   struct Args {
@@ -85,7 +113,7 @@ void add_grade_command(CLI::App& app, int& exit_code) {
     if (*runs) o.runs = a->runs;
     const GradeResult r =
         grade_submission(o, [&](const std::string& line) { std::cout << line << std::endl; });
-    std::cout << "\n" << summary_table(r) << std::flush;
+    std::cout << "\n" << summary_table(r) << ranking_note(r) << std::flush;
     if (!a->json.empty()) {
       std::ofstream f(a->json);
       f << report_json(r) << "\n";
