@@ -361,8 +361,11 @@ void Grading::run_checks() {
     }
     char line[64];
     std::snprintf(line, sizeof line, "[%zu/%zu] ", i + 1, n);
-    say(line + c.id + ": " + status_name(c.status) + " " + points_text(c.score) + "/" +
-        points_text(c.max_score) + (c.reason == "ok" ? "" : " (" + c.reason + ")") +
+    const bool not_run = c.status == CheckStatus::skipped;
+    say(line + c.id + ": " +
+        (not_run ? std::string("not run -") : status_name(c.status) + std::string(" ") +
+                                                  points_text(c.score)) +
+        "/" + points_text(c.max_score) + (c.reason == "ok" ? "" : " (" + c.reason + ")") +
         fmt(", %.1f s", c.wall_s));
     result_.checks.push_back(std::move(c));
   }
