@@ -187,10 +187,10 @@ std::string summary_table(const GradeResult& r) {
   for (const CheckResult& c : r.checks) {
     // A check not run is neither scored nor failed: no score of 0 that reads as a failure.
     const bool not_run = c.status == CheckStatus::skipped;
-    rows.push_back({c.id, not_run ? "not run" : status_name(c.status),
-                    (not_run ? std::string("-") : score_text(c.score)) + "/" +
-                        score_text(c.max_score),
-                    c.reason});
+    rows.push_back(
+        {c.id, not_run ? "not run" : status_name(c.status),
+         (not_run ? std::string("-") : score_text(c.score)) + "/" + score_text(c.max_score),
+         c.reason});
   }
   std::string out = format_table({"check", "status", "score", "reason"}, rows, {2});
   if (r.points_not_checked > 0) {
