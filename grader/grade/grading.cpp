@@ -303,6 +303,18 @@ void Grading::add_build_checks() {
     PlannedCheck p;
     p.check = c;
     check_kind(kind).run(*this, p, c);
+    // A grader built without CUDA compiles no .cu file: the team's GPU files were neither
+    // compiled nor scanned, which "passed" would hide.
+    const bool gpu =
+        std::any_of(specs_.begin(), specs_.end(), [](const MilestoneSpec& s) { return s.gpu; });
+    if (gpu && !cuda_build_ && c.status == CheckStatus::passed && c.kind != "files") {
+      c.status = CheckStatus::skipped;
+      c.reason = "no_cuda";
+      c.output =
+          "Your .cu files were not compiled here: this grader was built without CUDA (the "
+          "cpu preset). On the course's GPU machine: cmake --preset default && cmake "
+          "--build --preset default, then grade again.";
+    }
   }
 }
 
@@ -361,8 +373,11 @@ void Grading::run_checks() {
     }
     char line[64];
     std::snprintf(line, sizeof line, "[%zu/%zu] ", i + 1, n);
-    say(line + c.id + ": " + status_name(c.status) + " " + points_text(c.score) + "/" +
-        points_text(c.max_score) + (c.reason == "ok" ? "" : " (" + c.reason + ")") +
+    const bool not_run = c.status == CheckStatus::skipped;
+    say(line + c.id + ": " +
+        (not_run ? std::string("not run -")
+                 : status_name(c.status) + std::string(" ") + points_text(c.score)) +
+        "/" + points_text(c.max_score) + (c.reason == "ok" ? "" : " (" + c.reason + ")") +
         fmt(", %.1f s", c.wall_s));
     result_.checks.push_back(std::move(c));
   }

@@ -185,16 +185,25 @@ std::string gradescope_json(const GradeResult& r) {
 std::string summary_table(const GradeResult& r) {
   std::vector<std::vector<std::string>> rows;
   for (const CheckResult& c : r.checks) {
-    rows.push_back({c.id, c.status == CheckStatus::skipped ? "not run" : status_name(c.status),
-                    score_text(c.score) + "/" + score_text(c.max_score), c.reason});
+    // A check not run is neither scored nor failed: no score of 0 that reads as a failure.
+    const bool not_run = c.status == CheckStatus::skipped;
+    rows.push_back(
+        {c.id, not_run ? "not run" : status_name(c.status),
+         (not_run ? std::string("-") : score_text(c.score)) + "/" + score_text(c.max_score),
+         c.reason});
   }
   std::string out = format_table({"check", "status", "score", "reason"}, rows, {2});
-  out += "\nTotal: " + score_text(r.score) + " / " + score_text(r.max_score) + " points";
   if (r.points_not_checked > 0) {
+    // The total of what ran, then what did not: "0 / 32" would read as a failing grade.
+    const double checked = r.max_score - r.points_not_checked;
+    out += checked > 0 ? "\nTotal: " + score_text(r.score) + " / " + score_text(checked) +
+                             " points checked here"
+                       : std::string("\nTotal: no points checked here");
     out += "; incomplete: " + score_text(r.points_not_checked) + " of " +
            score_text(r.max_score) + " points not checked here";
-  } else if (r.incomplete) {
-    out += "; incomplete: not every check ran here";
+  } else {
+    out += "\nTotal: " + score_text(r.score) + " / " + score_text(r.max_score) + " points";
+    if (r.incomplete) out += "; incomplete: not every check ran here";
   }
   if (!r.only.empty() && r.partial) out += " (partial: --only)";
   out += "\n";

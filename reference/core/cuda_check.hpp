@@ -16,6 +16,7 @@ namespace convlab {
 class CudaError : public Error {
  public:
   using Error::Error;
+  /// A failed call described by `what`; `out_of_memory` when it failed for want of device memory.
   CudaError(const std::string& what, bool out_of_memory)
       : Error(what), out_of_memory_(out_of_memory) {}
   /// The call failed for want of device memory (the grader tells the team's share from it).

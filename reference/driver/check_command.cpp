@@ -227,9 +227,12 @@ bool check_before_run(const CheckTarget& target, const std::vector<ConvShape>& s
   }
   const bool several = variant_ids(milestone).size() > 1;
   out << target.name << " (" << target.file
-      << ") is WRONG on this model's conv layers, so the network did not run. Each output "
-         "y[b][m][h][w] was compared with the library convolution in double precision "
-         "(random inputs, y filled with NaN before each of two calls):\n"
+      << ") is WRONG, so the network did not run. Before the network, each output "
+         "y[b][m][h][w] of this model's conv layers was compared with the library convolution "
+         "in double precision (random inputs, y filled with NaN before each of two calls), and "
+         "where every layer has C = 1, of its first layer with C = 3 input channels too (a "
+         "wrong channel stride only shows with C > 1; other models have it). The shapes with "
+         "wrong outputs:\n"
       << failures.str() << "Fix " << target.file
       << " (the handout's formula and indexing), then run convlab check " << milestone
       << (several ? " --variant " + target.name : "")

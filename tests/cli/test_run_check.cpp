@@ -120,7 +120,8 @@ TEST_CASE("check_before_run: silent when right; the check's lines and the next s
                                "m2", 1e-4, 1e-4, out));
   const std::string text = out.str();
   CAPTURE(text);
-  CHECK(has(text, "cpu (student/m2/conv_cpu.cpp) is WRONG on this model's conv layers"));
+  CHECK(has(text, "cpu (student/m2/conv_cpu.cpp) is WRONG, so the network did not run"));
+  CHECK(has(text, "of its first layer with C = 3 input channels too"));
   CHECK(has(text, "B=1 M=50 C=3 H=28 W=28 K=5"));  // only the failing shape is listed
   CHECK_FALSE(has(text, "C=1 H=28"));
   CHECK(has(text, "    worst  y["));

@@ -214,6 +214,15 @@ TEST_CASE("a GPU milestone without a usable GPU is skipped with no_gpu, never pa
   INFO(test::describe(r));
   const CheckResult& c = test::check_of(r, "network/baseline/ece408-high/100");
   CHECK(c.score == 0);
+#ifndef CONVLAB_HAVE_CUDA
+  // A grader without CUDA compiles no .cu file: the build and symbols checks say so, never pass.
+  for (const char* id : {"build", "symbols"}) {
+    CAPTURE(id);
+    CHECK(test::check_of(r, id).status == CheckStatus::skipped);
+    CHECK(test::check_of(r, id).reason == "no_cuda");
+  }
+  CHECK(r.incomplete);
+#endif
   if (c.reason == "no_gpu") {
     CHECK(c.status == CheckStatus::skipped);
     CHECK(c.output.find("no usable GPU") != std::string::npos);

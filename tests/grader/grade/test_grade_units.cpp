@@ -521,7 +521,13 @@ TEST_CASE("an incomplete grade says what it did not check, in the table and the 
   r.not_run = {"1 check, 5 points (no_gpu): No usable GPU for this check: no CUDA device"};
   const std::string table = summary_table(r);
   CAPTURE(table);
-  CHECK(table.find("Total: 10 / 17 points; incomplete: 5 of 17 points not checked here") !=
+  CHECK(table.find("Total: 10 / 12 points checked here; incomplete: 5 of 17 points not checked "
+                   "here") != std::string::npos);
+  CHECK(table.find("-/2") != std::string::npos);  // no score of 0 for a check not run
+  GradeResult none = r;
+  none.score = 0;
+  none.points_not_checked = none.max_score;
+  CHECK(summary_table(none).find("Total: no points checked here; incomplete: 17 of 17 points") !=
         std::string::npos);
   CHECK(table.find("Not run here:\n  1 check, 5 points (no_gpu)") != std::string::npos);
   CHECK(table.find("not run") != std::string::npos);  // the skipped check's status column
