@@ -202,7 +202,7 @@ void Grading::prepare_output() {
   if (opt_.db) ResultsDb check_it_opens(*opt_.db);  // a bad file fails now, not after grading
 #endif
 
-  out_ = opt_.out.empty() ? default_out_dir(result_.submission, result_.team, fs::current_path()) : opt_.out;
+  out_ = opt_.out.empty() ? default_out_dir(result_.submission, result_.team, opt_.milestone, fs::current_path()) : opt_.out;
   logs_ = out_ / "logs";
   fs::create_directories(logs_, ec);
   if (ec || ::access(out_.c_str(), W_OK) != 0) {

@@ -212,12 +212,14 @@ std::vector<PlannedCheck> plan_checks(const std::vector<MilestoneSpec>& specs,
   return plan;
 }
 
-fs::path default_out_dir(const fs::path& submission, const std::string& team, const fs::path& cwd) {
+fs::path default_out_dir(const fs::path& submission, const std::string& team,
+                         const std::string& milestone, const fs::path& cwd) {
   const std::string name = "grade-" + team;
   const fs::path here = fs::weakly_canonical(fs::absolute(cwd) / name);
   const fs::path rel = here.lexically_relative(fs::weakly_canonical(submission));
   if (rel.empty() || *rel.begin() == "..") return cwd / name;
-  return submission / "build" / name;
+  // One folder per milestone: a team grades m2, m3 and final from the same checkout.
+  return submission / "build" / ("grade-" + milestone);
 }
 
 bool id_selected(const std::string& id, const std::vector<std::string>& globs) {

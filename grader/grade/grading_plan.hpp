@@ -86,9 +86,11 @@ std::vector<PlannedCheck> plan_checks(const std::vector<MilestoneSpec>& specs,
 bool id_selected(const std::string& id, const std::vector<std::string>& globs);
 
 /// Where a grade's reports go without --out: `cwd`/grade-TEAM, unless that lies inside the
-/// submission (a team grading its own checkout), then the submission's build/grade-TEAM, which
-/// the submission scan, the framework's hash, the kit's tests and `git status` leave alone.
+/// submission (a team grading its own checkout), then the submission's build/grade-MILESTONE,
+/// which the submission scan, the framework's hash, the kit's tests and `git status` leave
+/// alone.
 std::filesystem::path default_out_dir(const std::filesystem::path& submission,
-                                      const std::string& team, const std::filesystem::path& cwd);
+                                      const std::string& team, const std::string& milestone,
+                                      const std::filesystem::path& cwd);
 
 }  // namespace convlab::grader

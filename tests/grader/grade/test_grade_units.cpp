@@ -552,11 +552,12 @@ TEST_CASE("a grade of one's own checkout writes its reports under the checkout's
   const fs::path kit = dir.path() / "kit";
   fs::create_directories(kit / "student");
   // From inside the checkout (convlab grade .) and from a folder of it.
-  CHECK(default_out_dir(kit, "kit", kit) == kit / "build" / "grade-kit");
-  CHECK(default_out_dir(kit, "kit", kit / "student") == kit / "build" / "grade-kit");
+  CHECK(default_out_dir(kit, "kit", "m2", kit) == kit / "build" / "grade-m2");
+  CHECK(default_out_dir(kit, "kit", "final", kit / "student") == kit / "build" / "grade-final");
   // From elsewhere: ./grade-TEAM, as before.
-  CHECK(default_out_dir(kit, "kit", dir.path()) == dir.path() / "grade-kit");
+  CHECK(default_out_dir(kit, "kit", "m2", dir.path()) == dir.path() / "grade-kit");
   // A sibling whose name starts with the checkout's is not inside it.
   fs::create_directories(dir.path() / "kit2");
-  CHECK(default_out_dir(kit, "kit", dir.path() / "kit2") == dir.path() / "kit2" / "grade-kit");
+  CHECK(default_out_dir(kit, "kit", "m3", dir.path() / "kit2") ==
+        dir.path() / "kit2" / "grade-kit");
 }
