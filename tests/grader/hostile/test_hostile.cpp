@@ -85,6 +85,20 @@ std::string read_text(const fs::path& path) {
   return std::string((std::istreambuf_iterator<char>(in)), {});
 }
 
+// An attack's lines "// convlab-hostile: insert NAME" replaced by tests/grader/hostile/NAME,
+// code that several attacks share.
+std::string with_inserts(std::string text) {
+  const std::string marker = "// convlab-hostile: insert ";
+  for (std::size_t at; (at = text.find(marker)) != std::string::npos;) {
+    const std::size_t end = text.find('\n', at);
+    const std::string name = text.substr(at + marker.size(), end - at - marker.size());
+    const fs::path file = convlab::test::source_dir() / "tests/grader/hostile" / name;
+    REQUIRE_MESSAGE(fs::is_regular_file(file), "no " << file << " to insert");
+    text.replace(at, end - at + 1, read_text(file));
+  }
+  return text;
+}
+
 // A case whose attack needs a working convolution keeps only the attack (CASE/attack/student/
 // FILE, no convolution in it). Its first line, "// convlab-hostile: staff rename NAME", asks for
 // the staff solution of that file to be laid before it, with the entry point NAME renamed
@@ -95,7 +109,7 @@ fs::path composed_submission(const fs::path& case_dir, const fs::path& into) {
   const std::string marker = "// convlab-hostile: staff rename ";
   for (const auto& e : fs::recursive_directory_iterator(attack)) {
     if (!e.is_regular_file()) continue;
-    const std::string text = read_text(e.path());
+    const std::string text = with_inserts(read_text(e.path()));
     REQUIRE_MESSAGE(text.rfind(marker, 0) == 0, e.path() << " does not start with " << marker);
     const std::string name = text.substr(marker.size(), text.find('\n') - marker.size());
     const std::string rel = fs::relative(e.path(), attack).string();
