@@ -17,7 +17,4 @@ namespace convlab::grader {
 void queue_fence_and_snapshot(float* dst, const float* src, std::int64_t count,
                               cudaEvent_t after_fence, cudaStream_t stream);
 
-/// Queues an empty kernel on `stream` (the calibration partner's whole job).
-void queue_empty_kernel(cudaStream_t stream);
-
 }  // namespace convlab::grader

@@ -274,7 +274,6 @@ void RemoteConv::cpu(float* y, const float* x, const float* k, const ConvShape& 
   check_inputs_kept(impl_->at(rq.x.offset), x, s.x_elements(), "x");
   check_inputs_kept(impl_->at(rq.k.offset), k, s.k_elements(), "k");
   last_s_ = seconds(t0, t1);
-  last_repeat_ = 1;
   if (verify_) {
     std::vector<float> want(static_cast<std::size_t>(s.y_elements()));
     conv_forward_reference(want.data(), x, k, s);
@@ -394,15 +393,14 @@ void staged_gpu_call(RemoteConv::Impl& impl, const GpuCall& g, wire::Request& rq
 // the inputs are checked unmodified and every reference is computed. Returns the seconds of
 // one call: the request's whole round trip, fence included, over `repeat`.
 void gpu_call(RemoteConv::Impl& impl, const GpuCall& g, float* y, const float* x, const float* k,
-              const ConvShape& s, cudaStream_t stream, double& last, int& last_repeat,
-              bool verify, Verification& v) {
+              const ConvShape& s, cudaStream_t stream, double& last, bool verify,
+              Verification& v) {
   wire::Request rq;
   rq.op = g.fused ? wire::Op::conv_tanh_pool : wire::Op::conv;
   rq.pool = g.pool;
   set_shape(rq, s);
   if (impl.staged) {
     staged_gpu_call(impl, g, rq, y, x, k, s, stream, last);
-    last_repeat = 1;
     return;
   }
   // Timed passes (verified) repeat the call; the count and warm-up passes make one call, and
@@ -452,7 +450,6 @@ void gpu_call(RemoteConv::Impl& impl, const GpuCall& g, float* y, const float* x
   const auto t1 = Clock::now();
   CUDA_CHECK(cudaStreamSynchronize(impl.fence_stream));
   last = seconds(t0, t1) / repeat;
-  last_repeat = repeat;
   RemoteConv::Impl::check(r);
   impl.call_s[key] = last;
   check_device_inputs_kept(impl.dx.buffer.data(), own, x_slot * repeat, "x", stream);
@@ -492,15 +489,15 @@ void gpu_call(RemoteConv::Impl& impl, const GpuCall& g, float* y, const float* x
 
 void RemoteConv::gpu(float* y, const float* x, const float* k, const ConvShape& s,
                      cudaStream_t stream) {
-  gpu_call(*impl_, GpuCall{false, 0, s.y_elements()}, y, x, k, s, stream, last_s_, last_repeat_,
-           verify_, verification_);
+  gpu_call(*impl_, GpuCall{false, 0, s.y_elements()}, y, x, k, s, stream, last_s_, verify_,
+           verification_);
 }
 
 void RemoteConv::gpu_fused(float* y, const float* x, const float* k, const ConvShape& s, int pool,
                            cudaStream_t stream) {
   if (!fused_) throw TeamNotImplemented("this variant has no fused launcher");
   gpu_call(*impl_, GpuCall{true, pool, PoolShape{pool, pool}.pooled_elements(s)}, y, x, k, s,
-           stream, last_s_, last_repeat_, verify_, verification_);
+           stream, last_s_, verify_, verification_);
 }
 #endif
 

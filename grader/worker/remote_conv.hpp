@@ -107,8 +107,6 @@ class RemoteConv {
   /// Seconds of the last call by the referee's clock: its request's whole round trip, divided
   /// by the calls the request made.
   double last_seconds() const { return last_s_; }
-  /// Calls made by the last request (more than one for a timed GPU request).
-  int last_repeat() const { return last_repeat_; }
 
   /// Tells the team's process to exit (also done by the destructor).
   void quit();
@@ -120,7 +118,6 @@ class RemoteConv {
   bool fused_ = false;
   bool verify_ = false;
   double last_s_ = 0.0;
-  int last_repeat_ = 1;
   Verification verification_;
 };
 

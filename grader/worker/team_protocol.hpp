@@ -35,7 +35,7 @@ enum class Op : std::uint32_t {
   map_device = 3,      ///< a CUDA IPC handle of one device buffer (`buffer` names it)
   conv = 4,            ///< y = conv(x, k)
   conv_tanh_pool = 5,  ///< y = maxpool(tanh(conv(x, k))), the fused launcher
-  nop = 6,             ///< reply at once (the handshake the clock subtracts)
+  nop = 6,             ///< reply at once (a request that asks for nothing)
   quit = 7,            ///< exit 0
 };
 
