@@ -8,25 +8,17 @@ namespace convlab::student {
 namespace {
 
 struct Seen {
-  const float* last_x = nullptr;
-  float* last_y = nullptr;
   long long rewritten = 0;
   ~Seen() { std::fprintf(stderr, "rewrite-inputs: rewrote %lld calls\n", rewritten); }
 } seen;
 
-std::int64_t slot(std::int64_t floats) {
-  return (floats * 4 + 255) / 256 * 256 / 4;
-}
+// convlab-hostile: insert repeated_call.inc
 
 }  // namespace
 
 void conv_baseline(float* y, const float* x, const float* k, const ConvShape& s,
                    cudaStream_t stream) {
-  const bool repeat = seen.last_x != nullptr && x == seen.last_x + slot(s.x_elements()) &&
-                      y == seen.last_y + slot(s.y_elements());
-  seen.last_x = x;
-  seen.last_y = y;
-  if (repeat) {
+  if (repeated_call(x, y, s)) {
     ++seen.rewritten;
     cudaMemsetAsync(const_cast<float*>(x), 0, s.x_elements() * sizeof(float), stream);
     cudaMemsetAsync(y, 0, s.y_elements() * sizeof(float), stream);

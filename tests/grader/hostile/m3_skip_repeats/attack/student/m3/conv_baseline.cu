@@ -9,27 +9,18 @@ namespace convlab::student {
 namespace {
 
 struct Seen {
-  const float* last_x = nullptr;  // the previous call's tensors
-  float* last_y = nullptr;
   float* first_y = nullptr;  // the output of the current request's first call
   long long computed = 0, copied = 0;
   ~Seen() { std::fprintf(stderr, "skip-repeats: computed %lld, copied %lld\n", computed, copied); }
 } seen;
 
-std::int64_t slot(std::int64_t floats) {
-  return (floats * 4 + 255) / 256 * 256 / 4;
-}
+// convlab-hostile: insert repeated_call.inc
 
 }  // namespace
 
 void conv_baseline(float* y, const float* x, const float* k, const ConvShape& s,
                    cudaStream_t stream) {
-  // The next slot of both buffers: a later call of the same request.
-  const bool repeat = seen.last_x != nullptr && x == seen.last_x + slot(s.x_elements()) &&
-                      y == seen.last_y + slot(s.y_elements());
-  seen.last_x = x;
-  seen.last_y = y;
-  if (repeat) {
+  if (repeated_call(x, y, s)) {
     ++seen.copied;
     cudaMemcpyAsync(y, seen.first_y, static_cast<std::size_t>(s.y_elements()) * sizeof(float),
                     cudaMemcpyDeviceToDevice, stream);
