@@ -298,10 +298,16 @@ TEST_CASE("the referee's clock and checks: honest, caching, early and out-of-tur
       }).detach();
       return wire::Status::ok;
     });
-    // The count pass already sees NaN (or the check fails on verification).
-    REQUIRE(r.doc.at("status") == "ok");
-    const json& v = r.doc.at("verification");
-    CHECK(v.at("failed").get<int>() > 0);
+    // Either a late write lands where the next request's inputs already lie (input_written),
+    // or the outputs are checked before the thread wrote them (verification fails).
+    const std::string status = r.doc.at("status");
+    CAPTURE(status);
+    REQUIRE((status == "ok" || status == "input_written"));
+    if (status == "ok") {
+      CHECK(r.doc.at("verification").at("failed").get<int>() > 0);
+    } else {
+      CHECK(r.code == 1);
+    }
   }
   SUBCASE("a reply sent ahead of its request ends the check") {
     const Run r = check(args, library, true);
