@@ -22,7 +22,7 @@ using nlohmann::json;
 namespace {
 
 // Changes whenever what this file puts in a cache entry changes.
-constexpr std::string_view kCacheFormat = "convlab-grader-framework 4";
+constexpr std::string_view kCacheFormat = "convlab-grader-framework 5";
 constexpr std::string_view kExportScript = "grader/builder/framework/export.cmake";
 constexpr std::string_view kProject = "grader/builder/project";
 // The objects of the library convolutions (reference/conv/library_conv.hpp, cudnn_conv.hpp).
@@ -184,6 +184,16 @@ std::string gather_facts(Framework& fw) {
   return error;
 }
 
+// The build folder lies in the copy at the depth of a preset's (build/<preset>): with ccache's
+// base_dir at the copy's root, its compile commands are those of a checkout's own build, whose
+// objects it then reuses.
+void set_paths(Framework& fw, const fs::path& dir) {
+  fw.dir = dir;
+  fw.src = dir / "src";
+  fw.build = fw.src / "build" / "framework";
+  fw.project_template = dir / "project-template";
+}
+
 json to_json(const Framework& fw) {
   json j;
   j["format"] = kCacheFormat;
@@ -207,10 +217,7 @@ std::optional<Framework> load(const fs::path& dir) {
     if (j.at("format") != kCacheFormat) return std::nullopt;
     Framework fw;
     fw.key = j.at("key").get<std::string>();
-    fw.dir = dir;
-    fw.src = dir / "src";
-    fw.build = dir / "build";
-    fw.project_template = dir / "project-template";
+    set_paths(fw, dir);
     fw.build_s = j.at("build_s").get<double>();
     for (const auto& d : j.at("system_include_dirs")) {
       fw.system_include_dirs.emplace_back(d.get<std::string>());
@@ -292,10 +299,7 @@ std::optional<Framework> ensure_framework(const BuildRequest& request,
   fs::remove_all(dir, ec);
   Framework fw;
   fw.key = key;
-  fw.dir = dir;
-  fw.src = dir / "src";
-  fw.build = dir / "build";
-  fw.project_template = dir / "project-template";
+  set_paths(fw, dir);
   copy_pristine(request.framework_root, fw.src);
   fs::create_directories(fw.build, ec);
 

@@ -26,6 +26,19 @@ bool under(const fs::path& path, const fs::path& dir) {
   return d == dir.end();
 }
 
+// Where ccache keeps its objects for the grader's user, as ccache itself resolves it without a
+// configuration file: CCACHE_DIR, else $XDG_CACHE_HOME/ccache, else ~/.cache/ccache.
+fs::path ccache_dir() {
+  if (const char* dir = std::getenv("CCACHE_DIR"); dir != nullptr && *dir != '\0') return dir;
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg == '/') {
+    return fs::path(xdg) / "ccache";
+  }
+  if (const char* home = std::getenv("HOME"); home != nullptr && *home == '/') {
+    return fs::path(home) / ".cache" / "ccache";
+  }
+  return {};
+}
+
 }  // namespace
 
 std::map<std::string, std::string> tool_environment(const fs::path& home) {
@@ -139,10 +152,24 @@ SandboxResult run_tool(const std::vector<std::string>& argv, const fs::path& wor
   spec.limits.tmp_inodes = 100000;
   if (team == nullptr) {
     // The framework's own build runs no team file: the grader's user, the whole file system
-    // read-only but `writable`, and no memory limit beyond the machine's.
+    // read-only but `writable`, and no memory limit beyond the machine's. It compiles through
+    // the grader's ccache (when the framework's CMake code found ccache): a new framework
+    // version recompiles only the files that changed.
     spec.drop_privileges = false;
     spec.limits.max_memory_bytes = 0;
+    const fs::path cache = ccache_dir();
+    std::error_code made;
+    if (!cache.empty() && (fs::create_directories(cache, made), !made) &&
+        access(cache.c_str(), W_OK) == 0) {
+      spec.env["CCACHE_DIR"] = cache.string();
+      spec.writable_paths.push_back(cache);
+    } else {
+      spec.env["CCACHE_DISABLE"] = "1";
+    }
   } else {
+    // Never a cache shared with the grader or another team: a team's compile could plant an
+    // object that another build then takes as its own.
+    spec.env["CCACHE_DISABLE"] = "1";
     // The team's sources reach the compiler and assembler (`.incbin`, constexpr evaluation):
     // an unprivileged user who sees only the build tree, the framework's cache entry and the
     // system and toolkit folders, within a memory limit.

@@ -1,6 +1,6 @@
 // The student release end to end, as a team gets it: `convlab release` into a temp folder; no
-// file outside student/ defines a student entry point; the kit configures with its cpu preset,
-// builds, and its whole ctest passes with the stubs (unwritten milestones skip, saying what to
+// file outside student/ defines a student entry point; the kit configures with the preset this
+// tree was built with (default where the CUDA toolkit is, else cpu), builds, and its whole ctest passes with the stubs (unwritten milestones skip, saying what to
 // write). Then the staff solutions are dropped in as the team's files (copied now from
 // reference/solutions/, never stored elsewhere), the kit is rebuilt incrementally, and its ctest
 // passes again, now testing that code; `convlab check m2` and `convlab run m2` agree.
@@ -125,16 +125,22 @@ TEST_CASE("the student release builds and its ctest passes, before and after a c
   }
   std::cout << "release written and checked in " << seconds_since(start) << " s" << std::endl;
 
-  // Configure with the kit's cpu preset and build all of it, as a team would.
+  // Configure with this tree's preset and build all of it, as a team would. The same preset and
+  // depth as this tree's build: ccache gives the kit this tree's objects for the files they share.
+#ifdef CONVLAB_HAVE_CUDA
+  const std::string preset = "default";
+#else
+  const std::string preset = "cpu";
+#endif
   const char* jobs = std::getenv("CONVLAB_TEST_BUILD_JOBS");
   const std::string in_kit = "cd " + quoted(kit) + " && env -u CONVLAB_ROOT ";
   const std::string cmake = in_kit + quoted(CONVLAB_CMAKE_COMMAND);
   const std::string build =
-      cmake + " --build --preset cpu -j " + std::string(jobs != nullptr ? jobs : "2");
+      cmake + " --build --preset " + preset + " -j " + std::string(jobs != nullptr ? jobs : "2");
   const std::string ctest = in_kit +
                             quoted(fs::path(CONVLAB_CMAKE_COMMAND).parent_path() / "ctest") +
-                            " --preset cpu -j 2 --output-on-failure";
-  REQUIRE_MESSAGE(run_command(cmake + " --preset cpu", &output) == 0, output);
+                            " --preset " + preset + " -j 2 --output-on-failure";
+  REQUIRE_MESSAGE(run_command(cmake + " --preset " + preset, &output) == 0, output);
   CHECK(output.find("reference/solutions") == std::string::npos);
   REQUIRE_MESSAGE(run_command(build, &output) == 0, output);
   std::cout << "release configured and built in " << seconds_since(start) << " s" << std::endl;
@@ -144,12 +150,12 @@ TEST_CASE("the student release builds and its ctest passes, before and after a c
   std::cout << "kit ctest with the stubs: " << summary_line(output) << std::endl;
   CHECK_MESSAGE(failed_tests(output) == 0, failures_only(output));
   CHECK_MESSAGE(output.find("test_stubs ") != std::string::npos, output);
-  const std::string log = read_text(kit / "build/cpu/Testing/Temporary/LastTest.log");
+  const std::string log = read_text(kit / "build" / preset / "Testing/Temporary/LastTest.log");
   CHECK(log.find("SKIPPED: the m2 CPU convolution is not implemented yet: write it in "
                  "student/m2/conv_cpu.cpp") != std::string::npos);
 
   // The kit's convlab: no release command, no --impl; the stub's message on run and check.
-  const std::string convlab = in_kit + "build/cpu/reference/driver/convlab";
+  const std::string convlab = in_kit + "build/" + preset + "/reference/driver/convlab";
   CHECK(run_command(convlab + " release --out " + quoted(tmp.path() / "again"), &output) == 1);
   CHECK_FALSE(fs::exists(tmp.path() / "again"));
   CHECK(run_command(convlab + " run m2 --impl solution", &output) == 1);
