@@ -197,9 +197,12 @@ TEST_CASE("docs/perf's pages and plots are the ones their reports give") {
   }
   std::sort(gpus.begin(), gpus.end());
   REQUIRE(!gpus.empty());
+  const std::string method = read(perf.parent_path() / "performance.md");
   const bool update = std::getenv("CONVLAB_UPDATE_DOCS") != nullptr;
   for (const std::string& gpu : gpus) {
     CAPTURE(gpu);
+    CHECK_MESSAGE(method.find("](perf/" + gpu + ".md)") != std::string::npos,
+                  "docs/performance.md's table of pages does not link docs/perf/" << gpu << ".md");
     // The reports copied as they lie, so that the page's links are the committed page's.
     convlab::test::TempDir dir;
     fs::create_directories(dir.path() / gpu);
