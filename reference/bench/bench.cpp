@@ -53,9 +53,20 @@ std::string read_file(const std::filesystem::path& path) {
   return s.str();
 }
 
-// Draws `reports` (JSON texts) into the --svg file and the --markdown tables, where asked,
-// and says so on `out`.
-void write_drawings(const std::vector<BenchJson>& reports, const BenchOptions& opt,
+// `path` as a link from the folder of the page `page`: relative, so that a page and its files
+// can move together.
+std::string link_from(const std::filesystem::path& page, const std::filesystem::path& path) {
+  const std::filesystem::path folder = std::filesystem::absolute(page).parent_path();
+  const std::filesystem::path rel =
+      std::filesystem::absolute(path).lexically_normal().lexically_relative(
+          folder.lexically_normal());
+  return (rel.empty() ? path : rel).generic_string();
+}
+
+// Draws `reports` (JSON texts; `files`: where each was read from, empty for this run's) into the
+// --svg file and the --markdown page, where asked, and says so on `out`.
+void write_drawings(const std::vector<BenchJson>& reports,
+                    const std::vector<std::filesystem::path>& files, const BenchOptions& opt,
                     std::ostream& out) {
   if (opt.svg) {
     const RooflineChart chart = roofline_chart(reports);
@@ -63,22 +74,27 @@ void write_drawings(const std::vector<BenchJson>& reports, const BenchOptions& o
     out << "roofline plot: " << opt.svg->string() << " (" << chart.points.size() << " points)\n";
   }
   if (opt.markdown) {
-    write_report_file(*opt.markdown, bench_markdown(reports), "Markdown tables");
-    out << "Markdown tables: " << opt.markdown->string() << "\n";
+    BenchPageLinks links;
+    for (const std::filesystem::path& f : files) {
+      links.reports.push_back(f.empty() ? "" : link_from(*opt.markdown, f));
+    }
+    if (opt.svg) links.svg = link_from(*opt.markdown, *opt.svg);
+    write_report_file(*opt.markdown, bench_markdown(reports, links), "Markdown page");
+    out << "Markdown page: " << opt.markdown->string() << "\n";
   }
 }
 
-// --from-json: the plot and tables of earlier reports, no measuring.
+// --from-json: the plot and page of earlier reports, no measuring.
 int draw_reports(const BenchOptions& opt, std::ostream& out) {
   if (!opt.svg && !opt.markdown) {
     throw Error(
         "--from-json only draws earlier reports: add --svg FILE (the roofline plot) or "
-        "--markdown FILE (the tables) to say what to write");
+        "--markdown FILE (the page of figures) to say what to write");
   }
   std::vector<BenchJson> reports;
   for (const std::filesystem::path& p : opt.from_json)
     reports.push_back({p.string(), read_file(p)});
-  write_drawings(reports, opt, out);
+  write_drawings(reports, opt.from_json, opt, out);
   return 0;
 }
 
@@ -93,7 +109,7 @@ int run_bench(const BenchOptions& opt, std::ostream& out, std::ostream& err) {
   out << format_bench_report(report) << std::flush;
   const std::string json = bench_report_json(report, CONVLAB_VERSION);
   if (opt.json) write_report_file(*opt.json, json, "JSON report");
-  write_drawings({{"this run", json}}, opt, out);
+  write_drawings({{"this run", json}}, {opt.json.value_or(std::filesystem::path())}, opt, out);
   return bench_exit_code(report);
 #else
   (void)out;

@@ -45,7 +45,7 @@ struct BenchOptions {
   std::optional<std::filesystem::path> json;  ///< where to write the JSON report
   bool flush_l2 = true;                       ///< flush L2 before every timed run
   std::optional<std::filesystem::path> svg;   ///< where to write the roofline plot
-  /// Where to write the Markdown tables (bench_markdown.hpp).
+  /// Where to write the Markdown page of figures (bench_markdown.hpp).
   std::optional<std::filesystem::path> markdown;
   /// Bench reports (--json files) to draw instead of measuring: needs `svg` or `markdown`.
   std::vector<std::filesystem::path> from_json;
@@ -70,7 +70,7 @@ void write_report_file(const std::filesystem::path& path, const std::string& tex
                        const char* what);
 
 /// Runs the benchmark and prints the report to `out` (progress goes to `err` when it is a
-/// terminal); with options.from_json, draws those reports' roofline and tables instead (no GPU
+/// terminal); with options.from_json, draws those reports' roofline and page instead (no GPU
 /// needed).
 /// Returns 0, or 3 when a variant was WRONG or failed. Throws Error for bad options (unknown
 /// net or variant, bad batch or runs, --from-json without --svg or --markdown), for an unreadable

@@ -46,11 +46,12 @@ void add_bench_command(CLI::App& app, int& exit_code) {
                     "also draw the roofline plot (layers as points, ours and cuDNN) to this SVG "
                     "file");
   bench->add_option("--markdown", opt->markdown,
-                    "also write the report's tables as Markdown to this file (the tables of "
-                    "docs/performance.md)");
+                    "also write a Markdown page of the figures to this file: the machine, its "
+                    "ceilings, the --svg plot and per net a table of layers and one of variants "
+                    "(as docs/perf/GPU.md)");
   CLI::Option* from = bench->add_option(
       "--from-json", opt->from_json,
-      "measure nothing: draw the --svg plot and the --markdown tables from these bench --json "
+      "measure nothing: draw the --svg plot and the --markdown page from these bench --json "
       "reports (of one GPU)");
   // Options of a measurement mean nothing to a plot of earlier reports: refuse them.
   for (const char* name : {"--net", "--variant", "--batch", "--runs", "--json"}) {

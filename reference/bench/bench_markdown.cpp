@@ -52,13 +52,75 @@ const json* cudnn_of(const json& layer, const std::string& precision) {
   return &all.at(precision);
 }
 
-std::string machine_line(const json& r) {
+// The run's settings, above a report's tables.
+std::string run_line(const json& r) {
+  const int warmup = r.at("warmup").get<int>();
+  return "Batch " + std::to_string(r.at("batch").get<int>()) + "; per layer " +
+         std::to_string(warmup) + (warmup == 1 ? " warm-up call, then " : " warm-up calls, then ") +
+         std::to_string(r.at("runs").get<int>()) + " timed runs, L2 " +
+         (r.at("l2_flush").get<bool>() ? "flushed before each" : "left warm") +
+         "; times in ms, the fastest run and the median.\n";
+}
+
+// `text` as inline code. Built piecewise: g++ 12 warns (-Wrestrict, wrongly) on "`" + string.
+std::string code(const std::string& text) {
+  std::string c = "`";
+  c += text;
+  c += '`';
+  return c;
+}
+
+// A rate in units of `unit` (1e12: TFLOP/s), "-" where it was not measured or tabulated.
+std::string rate(const json& v, double unit, int digits) {
+  const double x = v.is_number() ? v.get<double>() : 0.0;
+  return x > 0 ? fixed(x / unit, digits) : "-";
+}
+
+// A report's measured ceilings, a row of the machine section's second table.
+std::string measured_row(const json& r) {
   const json& m = r.at("machine");
-  return m.at("gpu").get<std::string>() + ", driver " + m.at("driver").get<std::string>() +
-         ", CUDA runtime " + m.at("cuda_runtime").get<std::string>() + ", cuDNN " +
-         m.at("cudnn").get<std::string>() + "; batch " + std::to_string(r.at("batch").get<int>()) +
-         ", " + std::to_string(r.at("runs").get<int>()) + " timed runs per layer, L2 " +
-         (r.at("l2_flush").get<bool>() ? "flushed" : "warm") + "; times in ms, fastest run.\n";
+  const double fp32 = m.at("physical_peak_flops").at("fp32").get<double>();
+  const double copy = m.at("memory_bandwidth_bytes_per_s").get<double>();
+  return row({code(r.at("net").get<std::string>()), rate(m.at("fp32_peak_flops"), 1e12, 1),
+              rate(m.at("memory_bandwidth_bytes_per_s"), 1e9, 0),
+              rate(m.value("write_bandwidth_bytes_per_s", json(0.0)), 1e9, 0),
+              fp32 > 0 && copy > 0 ? fixed(fp32 / copy, 1) : "-"});
+}
+
+// The GPU, its software and physical peaks (of the first report: one GPU), and the header of
+// the table of the ceilings each report measured (measured_row).
+std::string machine_section(const json& first) {
+  const json& m = first.at("machine");
+  const int cc = m.at("compute_capability").get<int>();
+  std::string t = "## Machine\n\n";
+  t += header({"GPU", "compute capability", "SMs", "clock (MHz)", "L2 (MiB)", "driver",
+               "CUDA runtime", "cuDNN"},
+              {false, false, true, true, true, false, false, false});
+  t += row({m.at("gpu").get<std::string>(), std::to_string(cc / 10) + "." + std::to_string(cc % 10),
+            std::to_string(m.at("sm_count").get<int>()), rate(m.at("clock_hz"), 1e6, 0),
+            rate(m.at("l2_bytes"), 1 << 20, 1), m.at("driver").get<std::string>(),
+            m.at("cuda_runtime").get<std::string>(), m.at("cudnn").get<std::string>()});
+  const json& peaks = m.at("physical_peak_flops");
+  t += "\nPhysical peaks (TFLOP/s, dense, at the reported clock): fp32 " +
+       rate(peaks.at("fp32"), 1e12, 1) + ", tf32 " + rate(peaks.at("tf32"), 1e12, 1) + ", fp16 " +
+       rate(peaks.at("fp16"), 1e12, 1) + "; theoretical memory bandwidth " +
+       rate(m.at("memory_bandwidth_theoretical_bytes_per_s"), 1e9, 0) + " GB/s.\n\n";
+  t += "Measured by each run:\n\n";
+  t += header({"net", "fp32 SGEMM (TFLOP/s)", "copy bandwidth (GB/s)", "write bandwidth (GB/s)",
+               "fp32 ridge (flops/byte)"},
+              {false, true, true, true, true});
+  return t;
+}
+
+// "[name](path)" for a report with a file, "name" for one measured in this run.
+std::string source_list(const std::vector<json>& reports, const std::vector<std::string>& files) {
+  std::string s;
+  for (std::size_t i = 0; i < reports.size(); ++i) {
+    if (i > 0) s += i + 1 == reports.size() ? " and " : ", ";
+    const std::string net = code(reports[i].at("net").get<std::string>());
+    s += i < files.size() && !files[i].empty() ? "[" + net + "](" + files[i] + ")" : net;
+  }
+  return s;
 }
 
 // Per layer: its work and bound, cuDNN fp32, and the fastest correct fp32-class variant.
@@ -146,24 +208,52 @@ std::string variant_table(const json& r) {
 
 }  // namespace
 
-std::string bench_markdown(const std::vector<BenchJson>& reports) {
-  std::ostringstream out;
+std::string bench_markdown(const std::vector<BenchJson>& reports, const BenchPageLinks& links) {
+  if (reports.empty()) throw Error("no bench report to write a page of");
+  std::vector<json> parsed;
+  std::ostringstream sections;
+  std::string machine, measured;
   for (const BenchJson& report : reports) {
     try {
-      const json r = json::parse(report.text);
+      json r = json::parse(report.text);
       if (!r.is_object() || r.value("command", "") != "bench") {
         throw Error(report.origin + ": not a convlab bench report (no \"command\": \"bench\")");
       }
-      out << "### `--net " << r.at("net").get<std::string>() << "`\n\n"
-          << machine_line(r) << "\n"
-          << layer_table(r) << "\n"
-          << variant_table(r) << "\n";
+      const std::string gpu = r.at("machine").at("gpu").get<std::string>();
+      if (!parsed.empty()) {
+        const std::string first = parsed.front().at("machine").at("gpu").get<std::string>();
+        if (gpu != first) {
+          throw Error(report.origin + ": measured on " + gpu + ", the first report on " + first +
+                      ": a page holds the reports of one GPU, so write a page per GPU");
+        }
+        sections << "\n";
+      }
+      if (parsed.empty()) machine = machine_section(r);
+      measured += measured_row(r);
+      sections << "## `--net " << r.at("net").get<std::string>() << "`\n\n"
+               << run_line(r) << "\n"
+               << layer_table(r) << "\n"
+               << variant_table(r);
+      parsed.push_back(std::move(r));
     } catch (const json::exception& e) {
       throw Error(report.origin + ": not a bench report this convlab can read (" + e.what() +
                   "); write it again with this convlab's bench --json FILE");
     }
   }
-  return out.str();
+  const json& first = parsed.front();
+  const std::string gpu = first.at("machine").at("gpu").get<std::string>();
+  std::ostringstream out;
+  out << "# Bench figures: " << gpu << "\n\n"
+      << "Generated by `convlab bench --markdown` from the bench reports of "
+      << source_list(parsed, links.reports) << " ("
+      << (first.value("impl", "") == "solution" ? "the staff solutions" : "the team's code")
+      << "): regenerate it, do not edit it by hand. docs/performance.md says how convlab measures "
+         "and how to read these figures.\n\n";
+  out << machine << measured << "\n";
+  if (!links.svg.empty()) {
+    out << "## Roofline\n\n![Roofline on the " << gpu << "](" << links.svg << ")\n\n";
+  }
+  return out.str() + sections.str();
 }
 
 }  // namespace convlab

@@ -1,7 +1,7 @@
-// A bench report as the GPU side would fill it, on an H100 SXM5 (its device attributes and the
-// measured peak and bandwidth of docs/performance.md): two layers; cuDNN measured in fp32 and
-// not in tf32; a variant that is right on the first layer and wrong on the second, a stub, and
-// a tf32 variant right on both. The variants' names are labels, no registry ids.
+// A bench report as the GPU side would fill it, on an H100 SXM5 (its device attributes, and a
+// measured peak and bandwidth close to docs/perf/H100.md's): two layers; cuDNN measured in fp32
+// and not in tf32; a variant that is right on the first layer and wrong on the second, a stub,
+// and a tf32 variant right on both. The variants' names are labels, no registry ids.
 #pragma once
 
 #include <string>

@@ -1,9 +1,11 @@
 // `convlab bench` end to end, the paths that need no GPU: bad options and bad description files
 // give one clear error and a non-zero exit; a build without CUDA says that bench needs one;
-// --from-json draws the roofline plot of earlier reports anywhere.
+// --from-json draws the roofline plot and the page of earlier reports anywhere, and docs/perf's
+// committed pages are what their reports give.
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -171,45 +173,74 @@ TEST_CASE("bench --from-json draws the roofline plot of earlier reports, no GPU 
   CHECK(mixed.output.find("--net excludes --from-json") != std::string::npos);
 }
 
-TEST_CASE("docs/performance.md's roofline plot and tables are the ones its reports give") {
+// docs/perf/GPU.md and docs/perf/GPU/roofline.svg are generated from docs/perf/GPU/bench-*.json
+// alone (tools/performance-page.sh --draw runs the same command); CONVLAB_UPDATE_DOCS=1 makes
+// this test rewrite them.
+TEST_CASE("docs/perf's pages and plots are the ones their reports give") {
   namespace fs = std::filesystem;
   const fs::path perf = convlab::test::source_dir() / "docs" / "perf";
-  std::vector<std::string> reports;
-  for (const fs::directory_entry& e : fs::directory_iterator(perf)) {
-    const std::string name = e.path().filename().string();
-    if (name.starts_with("bench-") && name.ends_with(".json")) reports.push_back(e.path().string());
-  }
-  std::sort(reports.begin(), reports.end());  // the order tools/performance-page.sh gives
-  REQUIRE(!reports.empty());
-  std::string args;
-  for (const std::string& r : reports) args += " " + r;
-  convlab::test::TempDir dir;
-  const fs::path svg = dir.path() / "roofline.svg", md = dir.path() / "tables.md";
-  const Result r =
-      convlab_bench("--from-json" + args + " --svg " + svg.string() + " --markdown " + md.string());
-  REQUIRE_MESSAGE(r.code == 0, r.output);
   const auto read = [](const fs::path& p) {
     std::ifstream in(p, std::ios::binary);
     return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   };
-  const std::string redraw = "run tools/performance-page.sh --draw";
-  CHECK_MESSAGE(read(svg) == read(perf / "roofline.svg"),
-                "docs/perf/roofline.svg is not what docs/perf/bench-*.json draw: " << redraw);
-  const std::string tables = read(md);
-  CHECK_MESSAGE(tables == read(perf / "tables.md"),
-                "docs/perf/tables.md is not what docs/perf/bench-*.json give: " << redraw);
-  // The page holds them, whole, between its markers; a table per net, a row per variant.
-  const std::string page = read(perf.parent_path() / "performance.md");
-  const std::size_t begin = page.find("<!-- bench tables: begin");
-  const std::size_t end = page.find("<!-- bench tables: end");
-  REQUIRE(begin != std::string::npos);
-  REQUIRE(end != std::string::npos);
-  const std::size_t body = page.find('\n', begin) + 1;
-  CHECK_MESSAGE(page.substr(body, end - body) == tables,
-                "docs/performance.md's tables are not docs/perf/tables.md: " << redraw);
-  for (const std::string& report : reports) {
-    const std::string net = fs::path(report).stem().string().substr(6);  // bench-NET.json
-    CHECK(tables.find("### `--net " + net + "`") != std::string::npos);
+  std::vector<std::string> gpus;
+  for (const fs::directory_entry& e : fs::directory_iterator(perf)) {
+    const std::string name = e.path().filename().string();
+    if (e.is_directory()) {
+      gpus.push_back(name);
+    } else {
+      // Nothing but pages, each beside its folder of reports.
+      CHECK_MESSAGE(e.path().extension() == ".md", "docs/perf/" << name << ": not a page");
+      CHECK_MESSAGE(fs::is_directory(perf / e.path().stem()),
+                    "docs/perf/" << name << " has no folder of reports");
+    }
   }
-  CHECK(tables.find("| best | fp32 |") != std::string::npos);
+  std::sort(gpus.begin(), gpus.end());
+  REQUIRE(!gpus.empty());
+  const std::string method = read(perf.parent_path() / "performance.md");
+  const bool update = std::getenv("CONVLAB_UPDATE_DOCS") != nullptr;
+  for (const std::string& gpu : gpus) {
+    CAPTURE(gpu);
+    CHECK_MESSAGE(method.find("](perf/" + gpu + ".md)") != std::string::npos,
+                  "docs/performance.md's table of pages does not link docs/perf/" << gpu << ".md");
+    // The reports copied as they lie, so that the page's links are the committed page's.
+    convlab::test::TempDir dir;
+    fs::create_directories(dir.path() / gpu);
+    std::vector<std::string> reports;
+    for (const fs::directory_entry& e : fs::directory_iterator(perf / gpu)) {
+      const std::string name = e.path().filename().string();
+      if (!name.starts_with("bench-") || !name.ends_with(".json")) continue;
+      fs::copy_file(e.path(), dir.path() / gpu / name);
+      reports.push_back((dir.path() / gpu / name).string());
+    }
+    std::sort(reports.begin(), reports.end());  // the order tools/performance-page.sh gives
+    REQUIRE(!reports.empty());
+    std::string args;
+    for (const std::string& r : reports) args += " " + r;
+    const fs::path svg = dir.path() / gpu / "roofline.svg", md = dir.path() / (gpu + ".md");
+    const Result r = convlab_bench("--from-json" + args + " --svg " + svg.string() +
+                                   " --markdown " + md.string());
+    REQUIRE_MESSAGE(r.code == 0, r.output);
+    const std::string page = read(md), plot = read(svg);
+    if (update) {
+      std::ofstream(perf / (gpu + ".md"), std::ios::binary | std::ios::trunc) << page;
+      std::ofstream(perf / gpu / "roofline.svg", std::ios::binary | std::ios::trunc) << plot;
+      continue;
+    }
+    const std::string redraw =
+        "run tools/performance-page.sh --draw, or this test with CONVLAB_UPDATE_DOCS=1";
+    CHECK_MESSAGE(plot == read(perf / gpu / "roofline.svg"),
+                  "docs/perf/" << gpu << "/roofline.svg is not what its reports draw: " << redraw);
+    CHECK_MESSAGE(page == read(perf / (gpu + ".md")),
+                  "docs/perf/" << gpu << ".md is not what its reports give: " << redraw);
+    // A section per net, a row per variant, links to the reports and the plot.
+    for (const std::string& report : reports) {
+      const std::string name = fs::path(report).filename().string();
+      const std::string net = fs::path(report).stem().string().substr(6);  // bench-NET.json
+      CHECK(page.find("## `--net " + net + "`") != std::string::npos);
+      CHECK(page.find("](" + gpu + "/" + name + ")") != std::string::npos);
+    }
+    CHECK(page.find("](" + gpu + "/roofline.svg)") != std::string::npos);
+    CHECK(page.find("| best | fp32 |") != std::string::npos);
+  }
 }
