@@ -49,6 +49,14 @@ if(NOT skeleton MATCHES "namespace \\{" OR NOT skeleton MATCHES "__global__ void
   return()
 endif()
 
+# Through ccache where it is installed, with base_dir at the tree's root: a copy of the tree (the
+# student kit) compiles the same copies from the cache.
+find_program(CCACHE ccache)
+set(compile "${NVCC}")
+if(CCACHE)
+  set(compile env "CCACHE_BASEDIR=${SOURCE_DIR}" "${CCACHE}" "${NVCC}")
+endif()
+
 # Builds one copy per variant of `variants` with `kernel_code`; the link's result goes to `result`.
 function(build_copies tag variants kernel_code result)
   set(dir "${WORK_DIR}/${tag}")
@@ -64,8 +72,9 @@ function(build_copies tag variants kernel_code result)
       "               cudaStream_t stream) {\n"
       "  conv_forward_kernel<<<1, 1, 0, stream>>>(y, x, k, s.B, s.M, s.C, s.H, s.W, s.K);\n"
       "}\n}  // namespace convlab::student\n")
-    execute_process(COMMAND "${NVCC}" -std=c++20 -arch=sm_${CUDA_ARCH} -DCONVLAB_HAVE_CUDA=1
+    execute_process(COMMAND ${compile} -std=c++20 -arch=sm_${CUDA_ARCH} -DCONVLAB_HAVE_CUDA=1
                             -I "${SOURCE_DIR}" -c "${src}" -o "${dir}/${name}.o"
+                    WORKING_DIRECTORY "${dir}"
                     RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
     if(NOT rc EQUAL 0)
       message(FATAL_ERROR "${file_${id}}, a copy of the first stub's skeleton, does not compile:\n${out}")
