@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "reference/core/error.hpp"
+#include "reference/core/files.hpp"
 
 namespace convlab::grader {
 
@@ -140,10 +141,7 @@ CommandOutput run_captured(const std::vector<std::string>& argv, double timeout_
     std::filesystem::remove(log);
     throw;
   }
-  std::ifstream in(log, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  out.output = text.str();
+  out.output = try_read_file(log).value_or("");
   std::error_code ec;
   std::filesystem::remove(log, ec);
   return out;

@@ -17,6 +17,7 @@
 #include "grader/class/grade_all_detail.hpp"
 #include "grader/grade/grade.hpp"
 #include "reference/core/error.hpp"
+#include "reference/core/files.hpp"
 #include "reference/core/text.hpp"
 #include "reference/driver/milestone.hpp"
 
@@ -41,15 +42,6 @@ double seconds_since(Clock::time_point t) {
 }  // namespace
 
 namespace detail {
-
-std::string utc_now() {
-  const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 std::vector<std::string> grade_argv(const GradeAllOptions& o, const TeamOutcome& t,
                                     const std::vector<fs::path>& class_folders,

@@ -58,8 +58,6 @@ void write_atomically(const std::filesystem::path& path, const std::string& text
 
 /// `s` as one word of a POSIX shell.
 std::string shell_quote(const std::string& s);
-/// Now, UTC, ISO 8601.
-std::string utc_now();
 /// Whether request_grade_all_stop() was called since the run began.
 bool stop_requested();
 /// Forgets an earlier stop request (a run begins).

@@ -7,6 +7,7 @@
 #include "grader/class/report_reader.hpp"
 #include "grader/db/results_db.hpp"
 #include "reference/core/error.hpp"
+#include "reference/core/files.hpp"
 #include "reference/core/text.hpp"
 
 namespace convlab::grader {
@@ -33,11 +34,9 @@ std::string read_report(IngestedFolder& folder, std::string& text) {
   if (fs::file_size(file, ec) > kMaxReportBytes || ec) {
     return "report.json is larger than any grade report";
   }
-  std::ifstream in(file, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  if (!in) return "cannot read report.json";
-  text = s.str();
+  auto content = try_read_file(file);
+  if (!content) return "cannot read report.json";
+  text = *std::move(content);
   return "";
 }
 

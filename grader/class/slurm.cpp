@@ -17,6 +17,7 @@
 #include "grader/class/child_process.hpp"
 #include "grader/class/grade_all_detail.hpp"
 #include "reference/core/error.hpp"
+#include "reference/core/files.hpp"
 #ifdef CONVLAB_HAVE_SQLITE
 #include "grader/class/ingest.hpp"
 #endif
@@ -147,13 +148,6 @@ std::string script_text(const GradeAllOptions& o, const SlurmOptions& s, const C
   return t.str();
 }
 
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // One team of the class as the follower sees it.
 struct Track {
   std::size_t index = 0;  // into summary.teams
@@ -174,7 +168,7 @@ std::optional<TeamOutcome> read_task_file(const fs::path& team_out) {
   std::error_code ec;
   if (!fs::is_regular_file(fs::symlink_status(file, ec))) return std::nullopt;
   try {
-    const json j = json::parse(read_file(file));
+    const json j = json::parse(try_read_file(file).value_or(""));
     if (!j.is_object()) return std::nullopt;
     return team_from_json(j);
   } catch (const json::exception&) {

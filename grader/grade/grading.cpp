@@ -17,6 +17,7 @@
 #include "grader/worker/protocol.hpp"
 #include "reference/conv/variants.hpp"
 #include "reference/core/error.hpp"
+#include "reference/core/files.hpp"
 #include "reference/core/text.hpp"
 #include "reference/driver/milestone.hpp"
 
@@ -30,15 +31,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-
-std::string iso_utc_now() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 std::string cpu_name() {
   std::ifstream in("/proc/cpuinfo");
@@ -130,7 +122,7 @@ fs::path default_cache_dir() {
 
 void Grading::validate_options() {
   start_ = std::chrono::steady_clock::now();
-  result_.started_at = iso_utc_now();
+  result_.started_at = utc_now();
   result_.grader_version = CONVLAB_VERSION;
   root_ = convlab_root();
 

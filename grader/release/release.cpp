@@ -19,6 +19,7 @@
 
 #include "grader/kit/kit_rules.hpp"
 #include "reference/core/error.hpp"
+#include "reference/core/files.hpp"
 #include "reference/driver/milestone.hpp"
 
 namespace convlab::grader {
@@ -128,15 +129,6 @@ Captured capture(const std::vector<std::string>& argv, const fs::path& cwd) {
   return c;
 }
 
-std::string utc_now() {
-  const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 // "commit 1a2b3c4d5e6f" (plus a note when the tree has uncommitted changes), or empty where
 // the tree is not a git checkout or git is not installed.
 std::string source_commit(const fs::path& root) {
@@ -149,13 +141,6 @@ std::string source_commit(const fs::path& root) {
       capture({"git", "-C", root.string(), "status", "--porcelain", "--untracked-files=no"}, root);
   if (dirty.exit_code == 0 && !dirty.out.empty()) text += " with uncommitted changes";
   return text;
-}
-
-std::string read_text(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
 }
 
 bool is_binary_data(const fs::path& p) {
@@ -203,7 +188,7 @@ std::vector<std::string> student_entry_points(const fs::path& root) {
   }
   std::vector<std::string> names;
   // The functions declared inside `namespace student { ... }` blocks.
-  const std::string text = read_text(api);
+  const std::string text = read_file(api);
   static const std::regex block(R"(namespace student \{([^}]*)\})");
   static const std::regex fn(R"(\bvoid\s+(\w+)\s*\()");
   for (auto b = std::sregex_iterator(text.begin(), text.end(), block); b != std::sregex_iterator();
@@ -214,7 +199,7 @@ std::vector<std::string> student_entry_points(const fs::path& root) {
       names.push_back((*f)[1]);
     }
   }
-  const std::string variants = read_text(def);
+  const std::string variants = read_file(def);
   // Each declaration's entry points, named as student_api.hpp declares them.
   static const std::regex variant(R"(^CONVLAB_VARIANT\((\w+), \w+, (cpu|gpu), .*, (fused|unfused)\)$)",
                                   std::regex::multiline);
@@ -366,7 +351,7 @@ ReleasePlan plan_release(const fs::path& root_in, const fs::path& exclude) {
     if (rel.starts_with("student/")) continue;
     const std::string from = plan.sources.contains(rel) ? plan.sources.at(rel) : rel;
     if (is_binary_data(from)) continue;
-    const std::string text = read_text(root / from);
+    const std::string text = read_file(root / from);
     for (const std::string& d : find_definitions(text, names)) {
       plan.entry_point_definitions.push_back(from + ":" + d);
     }
@@ -429,7 +414,7 @@ ReleaseResult make_release(const ReleaseOptions& options, const ReleaseProgressF
     if (!ec) fs::copy_file(src, dst, fs::copy_options::overwrite_existing, ec);
     // Markdown ships without its staff-only blocks.
     if (!ec && src.extension() == ".md") {
-      const std::string text = read_text(src), kit_text = kit::kit_markdown(rel, text);
+      const std::string text = read_file(src), kit_text = kit::kit_markdown(rel, text);
       if (kit_text != text) {
         std::ofstream md(dst, std::ios::binary | std::ios::trunc);
         md << kit_text;

@@ -52,6 +52,7 @@
 #include <vector>
 
 #include "reference/core/error.hpp"
+#include "reference/core/files.hpp"
 
 namespace convlab::grader {
 
@@ -912,11 +913,6 @@ std::int32_t disabled_bits() {
 
 // ---- cgroup v2 ----------------------------------------------------------------------------
 
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path);
-  return std::string((std::istreambuf_iterator<char>(in)), {});
-}
-
 bool write_text(const fs::path& path, const std::string& text) {
   std::ofstream out(path);
   out << text;
@@ -979,7 +975,7 @@ struct RunCgroup {
   }
   // Whether the kernel killed a process of the run for passing memory.max.
   bool oom_killed() const {
-    std::istringstream in(read_text(dir / "memory.events"));
+    std::istringstream in(try_read_file(dir / "memory.events").value_or(""));
     std::string key;
     std::uint64_t value = 0;
     while (in >> key >> value) {

@@ -11,6 +11,7 @@
 #include "reference/bench/net_description.hpp"
 #include "reference/bench/roofline_svg.hpp"
 #include "reference/core/error.hpp"
+#include "reference/core/files.hpp"
 #include "reference/driver/milestone.hpp"
 
 #ifdef CONVLAB_HAVE_CUDA
@@ -44,14 +45,6 @@ CheckedNet check_bench_options(const std::string& net, std::optional<int> batch,
 }
 
 namespace {
-
-std::string read_file(const std::filesystem::path& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw Error("cannot read the bench report " + path.string());
-  std::ostringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
 
 // `path` as a link from the folder of the page `page`: relative, so that a page and its files
 // can move together.
@@ -93,7 +86,7 @@ int draw_reports(const BenchOptions& opt, std::ostream& out) {
   }
   std::vector<BenchJson> reports;
   for (const std::filesystem::path& p : opt.from_json)
-    reports.push_back({p.string(), read_file(p)});
+    reports.push_back({p.string(), read_file(p, "the bench report")});
   write_drawings(reports, opt.from_json, opt, out);
   return 0;
 }

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "reference/core/error.hpp"
+#include "reference/core/files.hpp"
 
 namespace convlab {
 
@@ -153,14 +154,12 @@ NetDescription parse_net(const std::string& json_text, const std::string& origin
 }
 
 NetDescription load_net(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) {
+  const auto text = try_read_file(file);
+  if (!text) {
     throw Error("cannot read the network description " + file.string() +
                 ": check the path, or name one of the files in datasets/nets");
   }
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_net(text.str(), file.string());
+  return parse_net(*text, file.string());
 }
 
 std::vector<std::string> net_names(const fs::path& nets_dir) {
