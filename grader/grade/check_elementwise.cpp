@@ -185,7 +185,7 @@ void ElementwiseCheck::run(Grading& g, PlannedCheck& p, CheckResult& c) const {
   // A fused conv + tanh + max-pool launcher is judged too when the variant offers one and it
   // is written (its stub is optional).
   const std::string fused = w.doc->value("fused", "");
-  Judge judge(e, parse_precision(find_variant(p.check.variant).precision));
+  Judge judge(e, find_variant(p.check.variant).precision);
   json details = json::array();
   if (!judge_shapes(seed, outputs, fused, judge, details, c)) return;
   c.worst_error = judge.worst;

@@ -72,7 +72,7 @@ std::optional<Failure> judge_predictions(Grading& g, const WorkerOutcome& w, con
     }
   }
   c.correct = correct;
-  if (const Precision precision = parse_precision(find_variant(p.check.variant).precision);
+  if (const Precision precision = find_variant(p.check.variant).precision;
       precision != Precision::fp32) {
     return judge_by_precision_rule(g, passes[0]["predictions"], p, precision, c, advice);
   }

@@ -233,7 +233,7 @@ RemoteConv::RemoteConv(int socket, const std::string& variant, bool staged)
   impl_->socket = socket;
   const Variant& declared = find_variant(variant);
   impl_->gpu = declared.gpu();
-  impl_->precision = parse_precision(declared.precision);
+  impl_->precision = declared.precision;
   impl_->staged = staged;
   wire::Request hello;
   hello.op = wire::Op::hello;

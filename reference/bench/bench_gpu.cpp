@@ -286,7 +286,7 @@ std::vector<BenchCandidate> bench_candidates(const BenchOptions& opt) {
   std::vector<BenchCandidate> out;
   for (const GpuVariant* v : chosen) {
     out.push_back({std::string(v->name), code_file(*v, opt.impl), v->launcher(opt.impl),
-                   parse_precision(find_variant(v->name).precision)});
+                   find_variant(v->name).precision});
   }
   return out;
 }

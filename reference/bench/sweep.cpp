@@ -77,7 +77,7 @@ std::string format_sweep(const BenchReport& r, const Variant& v,
     row.push_back(check);
     rows.push_back(std::move(row));
   }
-  const Precision cls = parse_precision(v.precision);
+  const Precision cls = v.precision;
   std::vector<std::string> cudnn{"cuDNN (" + std::string(precision_name(cls)) + ")"};
   double cudnn_total = 0.0;
   bool measured = true;
@@ -138,7 +138,7 @@ int run_sweep(const SweepOptions& opt, std::ostream& out, std::ostream& err) {
   for (const SweepPoint& p : points) {
     params.emplace_back(p.params);
     candidates.push_back({std::string(v.id) + " [" + p.params + "]", file, GpuLauncher(p.launch),
-                          parse_precision(v.precision)});
+                          v.precision});
   }
   BenchOptions bench;
   bench.net = opt.net;

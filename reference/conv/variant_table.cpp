@@ -11,7 +11,7 @@ namespace {
 // Every line of variants.def, as data.
 #define CONVLAB_VARIANT(id, milestone, device, student_file, staff_file, handout, idea, \
                         precision, libraries, interface, sweep, fused)                   \
-  Variant{#id,        #milestone, #device,     student_file, staff_file, handout, idea, #precision, \
+  Variant{#id,        #milestone, #device,     student_file, staff_file, handout, idea, Precision::precision, \
           #libraries, #interface, std::string_view(#sweep) == "sweep",                              \
           std::string_view(#fused) == "fused"},
 constexpr std::array kDeclared = {

@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "reference/conv/precision.hpp"
+
 namespace convlab {
 
 /// One line of variants.def: what a variant is, where it is written and what it may use. The
@@ -20,7 +22,7 @@ struct Variant {
   std::string_view staff_file;    ///< the staff solution (absent from the student release)
   std::string_view handout;       ///< the handout section that explains it
   std::string_view idea;          ///< one line: what this variant changes
-  std::string_view precision;     ///< "fp32", "tf32" or "fp16"
+  Precision precision = Precision::fp32;  ///< its class: fp32, tf32 or fp16
   std::string_view libraries;     ///< "none", or "cublas": the one library it may call
   /// "plain"; "workspace": its launcher takes device scratch memory of the size it states;
   /// "host": its launcher takes host memory and does the layer's copies itself

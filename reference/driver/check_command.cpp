@@ -117,7 +117,7 @@ std::vector<ConvShape> check_shapes(std::uint64_t seed) {
 
 bool check_target_on(const CheckTarget& t, const std::vector<ConvShape>& shapes,
                      std::uint64_t seed, double atol, double rtol, bool quiet, std::ostream& out) {
-  const Precision precision = parse_precision(find_variant(t.name).precision);
+  const Precision precision = find_variant(t.name).precision;
   bool ok = true;
   for (std::size_t i = 0; i < shapes.size(); ++i) {
     const ConvShape& s = shapes[i];
@@ -167,7 +167,7 @@ int check_targets(const std::vector<CheckTarget>& targets, const std::string& mi
   std::optional<NotImplemented> first_missing;
   int checked = 0, failed = 0;
   for (const CheckTarget& t : targets) {
-    const Precision precision = parse_precision(find_variant(t.name).precision);
+    const Precision precision = find_variant(t.name).precision;
     out << "\n" << t.name << " (" << t.file;
     if (precision != Precision::fp32) out << ", " << precision_name(precision) << " class";
     out << ")\n";

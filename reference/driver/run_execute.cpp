@@ -118,7 +118,7 @@ void run_gpu_variants(const RunPlan& plan, const Model& model, const Tensor& inp
   for (const GpuVariant* v : chosen_variants(plan)) {
     RunRecord& rec = result.records.emplace_back();
     rec.label = std::string(v->name);
-    rec.precision = parse_precision(find_variant(v->name).precision);
+    rec.precision = find_variant(v->name).precision;
     rec.code_file = code_file(v->name, opt.impl);
     if (wrong.contains(v->name)) {
       mark_wrong(rec);
@@ -242,7 +242,7 @@ void run_convolutions(const RunPlan& plan, const Model& model, const Tensor& inp
     // A milestone of CPU variants (m2): its declared convolution.
     RunRecord& rec = result.records.emplace_back();
     rec.label = variant_ids(plan.ms.id, "cpu").front();
-    rec.precision = parse_precision(find_variant(rec.label).precision);
+    rec.precision = find_variant(rec.label).precision;
     rec.code_file = code_file(rec.label, plan.opt.impl);
     const CheckTarget target{rec.label, rec.code_file,
                              [fn = plan.cpu_code](float* y, const float* x, const float* k,

@@ -21,7 +21,7 @@ nlohmann::json variants_json() {
                     {"staff_file", v.staff_file},
                     {"handout", v.handout},
                     {"idea", v.idea},
-                    {"precision", v.precision},
+                    {"precision", precision_name(v.precision)},
                     {"libraries", v.libraries == "none" ? nlohmann::json::array()
                                                         : nlohmann::json::array({v.libraries})},
                     {"interface", v.interface},
@@ -36,7 +36,7 @@ std::string variants_text() {
   std::vector<std::vector<std::string>> rows;
   for (const Variant& v : variants()) {
     rows.push_back({std::string(v.id), std::string(v.milestone), std::string(v.device),
-                    std::string(v.precision), std::string(v.libraries), std::string(v.interface),
+                    std::string(precision_name(v.precision)), std::string(v.libraries), std::string(v.interface),
                     v.fused ? "yes" : "no",
                     std::string(v.student_file), std::string(v.idea)});
   }

@@ -94,7 +94,8 @@ void check_rows(const Run& r, std::size_t layers, std::size_t variants) {
       CHECK(v.at("check").at("ok") == true);
       CHECK(v.at("gflops").get<double>() > 0);
       // Each variant in its declared class, with cuDNN of that class measured beside it.
-      const std::string cls(convlab::find_variant(v.at("variant").get<std::string>()).precision);
+      const std::string cls(
+          convlab::precision_name(convlab::find_variant(v.at("variant").get<std::string>()).precision));
       CHECK(v.at("precision") == cls);
       REQUIRE(layer.at("cudnn").contains(cls));
       CHECK(layer.at("cudnn").at(cls).at("min_s").get<double>() > 0);
@@ -162,7 +163,7 @@ TEST_CASE("sweep of every staff grid on a two-layer net" *
       CHECK(r.output.find(p.params) != std::string::npos);
     }
     CHECK(r.output.find("best point: ") != std::string::npos);
-    CHECK(r.output.find("cuDNN (" + std::string(v.precision) + ")") != std::string::npos);
+    CHECK(r.output.find("cuDNN (" + std::string(convlab::precision_name(v.precision)) + ")") != std::string::npos);
     std::ifstream in(file);
     const json report = json::parse(in);
     REQUIRE(report.at("layers").size() == layers_of("two-conv"));

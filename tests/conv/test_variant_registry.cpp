@@ -47,7 +47,8 @@ TEST_CASE("every declared variant's files, milestone and handout section exist")
     CAPTURE(v.id);
     CHECK(ids.insert(std::string(v.id)).second);
     CHECK((v.device == "cpu" || v.device == "gpu"));
-    CHECK((v.precision == "fp32" || v.precision == "tf32" || v.precision == "fp16"));
+    CHECK((v.precision == Precision::fp32 || v.precision == Precision::tf32 ||
+           v.precision == Precision::fp16));
     CHECK((v.libraries == "none" || v.libraries == "cublas"));
     CHECK(!v.idea.empty());
     CHECK(fs::is_regular_file(root / v.student_file));

@@ -29,7 +29,7 @@ namespace {
 
 // The precision class a variant is judged by.
 Precision class_of(const GpuVariant& v) {
-  return parse_precision(find_variant(v.name).precision);
+  return find_variant(v.name).precision;
 }
 
 Model model_named(const std::string& name) {

@@ -105,7 +105,7 @@ bool fused_expected() { return convlab::solutions_available() && variant_filter(
 
 // What a variant's class adds to the fp32 tolerance on this problem (nothing for fp32).
 std::vector<double> class_allowance(const convlab::GpuVariant& v, const Problem& p) {
-  const convlab::Precision c = convlab::parse_precision(convlab::find_variant(v.name).precision);
+  const convlab::Precision c = convlab::find_variant(v.name).precision;
   if (c == convlab::Precision::fp32) return {};
   return convlab::precision_allowance(c, p.shape, p.x_host, p.k_host);
 }

@@ -40,7 +40,7 @@ TEST_CASE("every GPU stub names its file and handout section, or the code is rig
       test::note_not_implemented(msg);
       continue;
     }
-    const Precision c = parse_precision(find_variant(v.name).precision);
+    const Precision c = find_variant(v.name).precision;
     const auto cmp = test::compare_conv_output(
         y.download(), ref, s,
         c == Precision::fp32 ? std::vector<double>{} : precision_allowance(c, s, x_host, k_host));
