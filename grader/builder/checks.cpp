@@ -219,7 +219,7 @@ std::string forbidden_reference(const std::string& name, const std::string& dema
   // Modules, libraries and driver entry points fetched at run time: code that was not built
   // from the submission's sources.
   static constexpr std::array<std::string_view, 8> kLoaders = {
-      "cuModuleLoad", "cuLibraryLoad", "cudaLibraryLoad", "cuLinkCreate",
+      "cuModuleLoad", "cuLibraryLoad",    "cudaLibraryLoad",         "cuLinkCreate",
       "cuLinkAdd",    "cuGetProcAddress", "cudaGetDriverEntryPoint", "cuModuleGetFunction"};
   for (const std::string_view loader : kLoaders) {
     if (plain.starts_with(loader)) {
@@ -405,7 +405,8 @@ std::vector<std::string> check_symbols(const std::string& file,
   std::vector<std::string> findings;
   // The library the file's variant is declared to call, if any (none for a file of no variant).
   const Variant* variant = variant_of_student_file(file);
-  const std::string_view allowed = variant != nullptr ? variant->libraries : "none";
+  const std::string_view allowed =
+      library_name(variant != nullptr ? variant->libraries : Library::none);
   for (const NmSymbol& s : symbols) {
     const std::string shown = demangle(s.name);
     if (is_undefined(s.type)) {

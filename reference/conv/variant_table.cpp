@@ -9,10 +9,19 @@ namespace convlab {
 namespace {
 
 // Every line of variants.def, as data.
-#define CONVLAB_VARIANT(id, milestone, device, student_file, staff_file, handout, idea, \
-                        precision, libraries, interface, sweep, fused)                   \
-  Variant{#id,        #milestone, #device,     student_file, staff_file, handout, idea, Precision::precision, \
-          #libraries, #interface, std::string_view(#sweep) == "sweep",                              \
+#define CONVLAB_VARIANT(id, milestone, device, student_file, staff_file, handout, idea, precision, \
+                        libraries, interface, sweep, fused)                                        \
+  Variant{#id,                                                                                     \
+          #milestone,                                                                              \
+          Device::device,                                                                          \
+          student_file,                                                                            \
+          staff_file,                                                                              \
+          handout,                                                                                 \
+          idea,                                                                                    \
+          Precision::precision,                                                                    \
+          Library::libraries,                                                                      \
+          Interface::interface,                                                                    \
+          std::string_view(#sweep) == "sweep",                                                     \
           std::string_view(#fused) == "fused"},
 constexpr std::array kDeclared = {
 #include "reference/conv/variants.def"
@@ -26,6 +35,26 @@ std::string valid_ids() {
 }
 
 }  // namespace
+
+std::string_view device_name(Device d) {
+  return d == Device::gpu ? "gpu" : "cpu";
+}
+
+std::string_view library_name(Library l) {
+  return l == Library::cublas ? "cublas" : "none";
+}
+
+std::string_view interface_name(Interface i) {
+  switch (i) {
+    case Interface::workspace:
+      return "workspace";
+    case Interface::host:
+      return "host";
+    case Interface::plain:
+      break;
+  }
+  return "plain";
+}
 
 std::string Variant::entry_point() const {
   return (gpu() ? "conv_" : "conv_forward_") + std::string(id);
@@ -52,7 +81,8 @@ const Variant* variant_of_student_file(std::string_view student_file) {
 std::vector<std::string> variant_ids(std::string_view milestone, std::string_view device) {
   std::vector<std::string> ids;
   for (const Variant& v : kDeclared) {
-    if ((milestone.empty() || v.milestone == milestone) && (device.empty() || v.device == device)) {
+    if ((milestone.empty() || v.milestone == milestone) &&
+        (device.empty() || device_name(v.device) == device)) {
       ids.emplace_back(v.id);
     }
   }

@@ -12,30 +12,41 @@
 
 namespace convlab {
 
+/// Where a variant runs.
+enum class Device { cpu, gpu };
+/// The one library a variant may call.
+enum class Library { none, cublas };
+/// How its launcher is called: plain; with device scratch memory of the size it states
+/// (workspace); with host memory, doing the layer's copies itself (host).
+enum class Interface { plain, workspace, host };
+
+/// "cpu", "gpu"; "none", "cublas"; "plain", "workspace", "host": the words of variants.def.
+std::string_view device_name(Device d);
+std::string_view library_name(Library l);
+std::string_view interface_name(Interface i);
+
 /// One line of variants.def: what a variant is, where it is written and what it may use. The
 /// same in every build (CPU-only included).
 struct Variant {
-  std::string_view id;            ///< the name --variant takes
-  std::string_view milestone;     ///< the milestone whose handout asks for it, e.g. "final"
-  std::string_view device;        ///< "cpu" or "gpu"
-  std::string_view student_file;  ///< the file the team edits
-  std::string_view staff_file;    ///< the staff solution (absent from the student release)
-  std::string_view handout;       ///< the handout section that explains it
-  std::string_view idea;          ///< one line: what this variant changes
+  std::string_view id;         ///< the name --variant takes
+  std::string_view milestone;  ///< the milestone whose handout asks for it, e.g. "final"
+  Device device = Device::cpu;
+  std::string_view student_file;          ///< the file the team edits
+  std::string_view staff_file;            ///< the staff solution (absent from the student release)
+  std::string_view handout;               ///< the handout section that explains it
+  std::string_view idea;                  ///< one line: what this variant changes
   Precision precision = Precision::fp32;  ///< its class: fp32, tf32 or fp16
-  std::string_view libraries;     ///< "none", or "cublas": the one library it may call
-  /// "plain"; "workspace": its launcher takes device scratch memory of the size it states;
-  /// "host": its launcher takes host memory and does the layer's copies itself
-  std::string_view interface;
-  bool sweep = false;             ///< whether it offers its parameter grid (conv_<id>_sweep)
-  bool fused = false;             ///< whether it offers a fused conv + tanh + max-pool launcher
+  Library libraries = Library::none;
+  Interface interface = Interface::plain;
+  bool sweep = false;  ///< whether it offers its parameter grid (conv_<id>_sweep)
+  bool fused = false;  ///< whether it offers a fused conv + tanh + max-pool launcher
 
   /// Whether it runs on the GPU.
-  bool gpu() const { return device == "gpu"; }
+  bool gpu() const { return device == Device::gpu; }
   /// Whether it states a workspace size and its launcher takes the framework's buffer.
-  bool workspace() const { return interface == "workspace"; }
+  bool workspace() const { return interface == Interface::workspace; }
   /// Whether its launcher takes host memory (its Op Time is then its Layer Time).
-  bool host() const { return interface == "host"; }
+  bool host() const { return interface == Interface::host; }
   /// The entry point's name: conv_forward_<id> (CPU) or conv_<id> (GPU).
   std::string entry_point() const;
 };

@@ -16,15 +16,16 @@ nlohmann::json variants_json() {
   for (const Variant& v : variants()) {
     list.push_back({{"id", v.id},
                     {"milestone", v.milestone},
-                    {"device", v.device},
+                    {"device", device_name(v.device)},
                     {"student_file", v.student_file},
                     {"staff_file", v.staff_file},
                     {"handout", v.handout},
                     {"idea", v.idea},
                     {"precision", precision_name(v.precision)},
-                    {"libraries", v.libraries == "none" ? nlohmann::json::array()
-                                                        : nlohmann::json::array({v.libraries})},
-                    {"interface", v.interface},
+                    {"libraries", v.libraries == Library::none
+                                      ? nlohmann::json::array()
+                                      : nlohmann::json::array({library_name(v.libraries)})},
+                    {"interface", interface_name(v.interface)},
                     {"sweep", v.sweep},
                     {"fused", v.fused},
                     {"entry_point", v.entry_point()}});
@@ -35,14 +36,15 @@ nlohmann::json variants_json() {
 std::string variants_text() {
   std::vector<std::vector<std::string>> rows;
   for (const Variant& v : variants()) {
-    rows.push_back({std::string(v.id), std::string(v.milestone), std::string(v.device),
-                    std::string(precision_name(v.precision)), std::string(v.libraries), std::string(v.interface),
-                    v.fused ? "yes" : "no",
+    rows.push_back({std::string(v.id), std::string(v.milestone), std::string(device_name(v.device)),
+                    std::string(precision_name(v.precision)),
+                    std::string(library_name(v.libraries)),
+                    std::string(interface_name(v.interface)), v.fused ? "yes" : "no",
                     std::string(v.student_file), std::string(v.idea)});
   }
-  return format_table(
-      {"variant", "milestone", "device", "precision", "libraries", "interface", "fused", "file",
-       "idea"}, rows);
+  return format_table({"variant", "milestone", "device", "precision", "libraries", "interface",
+                       "fused", "file", "idea"},
+                      rows);
 }
 
 void add_variants_command(CLI::App& app, int& exit_code) {

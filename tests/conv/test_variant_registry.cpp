@@ -46,10 +46,10 @@ TEST_CASE("every declared variant's files, milestone and handout section exist")
   for (const Variant& v : variants()) {
     CAPTURE(v.id);
     CHECK(ids.insert(std::string(v.id)).second);
-    CHECK((v.device == "cpu" || v.device == "gpu"));
+    CHECK((device_name(v.device) == "cpu" || device_name(v.device) == "gpu"));
     CHECK((v.precision == Precision::fp32 || v.precision == Precision::tf32 ||
            v.precision == Precision::fp16));
-    CHECK((v.libraries == "none" || v.libraries == "cublas"));
+    CHECK((library_name(v.libraries) == "none" || library_name(v.libraries) == "cublas"));
     CHECK(!v.idea.empty());
     CHECK(fs::is_regular_file(root / v.student_file));
     if (staff_tree()) CHECK(fs::is_regular_file(root / v.staff_file));
@@ -137,8 +137,8 @@ const std::map<std::string, std::string> kAllowed{
 // Whether `rel` is left out of the search: prose, data (.data/ is a git-ignored local folder of
 // data files), build output, version control.
 bool skipped(const std::string& rel) {
-  static const std::vector<std::string> prefixes{".git/",           ".data/", "build/",
-                                                 "datasets/models/", "docs/"};
+  static const std::vector<std::string> prefixes{".git/", ".data/", "build/", "datasets/models/",
+                                                 "docs/"};
   for (const std::string& p : prefixes) {
     if (rel.starts_with(p)) return true;
   }
@@ -198,7 +198,8 @@ TEST_CASE("no source, script, build file or test names a variant outside its dec
   for (const char* top : {"CMakeLists.txt", "CMakePresets.json"}) {
     if (fs::is_regular_file(root / top)) paths.push_back(root / top);
   }
-  for (const char* top : {"cmake", "datasets", "grader", "milestones", "reference", "tests", "tools"}) {
+  for (const char* top :
+       {"cmake", "datasets", "grader", "milestones", "reference", "tests", "tools"}) {
     if (!fs::is_directory(root / top)) continue;
     for (auto it = fs::recursive_directory_iterator(root / top);
          it != fs::recursive_directory_iterator(); ++it) {

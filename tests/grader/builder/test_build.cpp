@@ -317,7 +317,7 @@ TEST_CASE("symbol check: library calls, the library convolution and redefinition
   // A GPU variant's file that may call no library.
   std::string file;
   for (const Variant& v : variants()) {
-    if (v.gpu() && v.libraries == "none") file = v.student_file;
+    if (v.gpu() && v.libraries == Library::none) file = v.student_file;
   }
   REQUIRE(!file.empty());
   const auto found = detail::check_symbols(file, bad, fw, {{"_ZN7convlab3run5checkEv", true}});
@@ -352,7 +352,7 @@ TEST_CASE("symbol check: cuBLAS only from the file of a variant declared to call
   for (const Variant& v : variants()) {
     CAPTURE(v.id);
     const auto found = detail::check_symbols(std::string(v.student_file), calls, fw, {});
-    const bool may = v.libraries == "cublas";
+    const bool may = v.libraries == Library::cublas;
     CHECK(found.size() == (may ? 1u : 2u));  // cuDNN never
     CHECK(std::none_of(found.begin(), found.end(), [&](const std::string& line) {
       return may && line.find("cublasSgemm_v2") != std::string::npos;
