@@ -103,6 +103,10 @@ struct Milestone {
 
   /// A team writes code for it, so it can be graded.
   bool graded() const { return !team_writes.empty(); }
+  /// No team code: it runs the library convolutions (the CPU reference, cuDNN), as m1 does.
+  bool runs_library() const { return team_writes.empty(); }
+  /// Whether --device chooses where it runs (it lists more than one device).
+  bool device_choice() const { return devices.size() > 1; }
   /// The element-wise tolerance, |got - want| <= atol + rtol * |want| (grading.elementwise;
   /// `convlab check` and the grader use the same); 1e-4 each where the file gives none.
   double elementwise_atol() const;

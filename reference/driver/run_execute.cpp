@@ -173,7 +173,7 @@ void run_gpu(const RunPlan& plan, const Model& model, const Tensor& input, RunRe
              std::ostream& out) {
   // Checked before the profiler starts, so that the profile holds the network's calls only.
   std::set<std::string_view> wrong;
-  if (plan.ms.id != "m1") {
+  if (!plan.ms.runs_library()) {
     const bool all = plan.opt.variant.value_or(plan.ms.default_variant) == "all";
     for (const GpuVariant* v : chosen_variants(plan)) {
       if (!layer_check(plan, model, gpu_check_target(*v, plan.opt.impl), all, out)) {
@@ -189,7 +189,7 @@ void run_gpu(const RunPlan& plan, const Model& model, const Tensor& input, RunRe
                 {"cuda_driver", info.cuda_driver},
                 {"sm_count", info.sm_count},
                 {"compute_capability", info.compute_capability}};
-  if (plan.ms.id == "m1") {
+  if (plan.ms.runs_library()) {
     RunRecord& rec = result.records.emplace_back();
     rec.label = "cudnn";
     rec.code_file = "reference/conv/cudnn_conv.cu";
@@ -233,7 +233,7 @@ void judge_precision(const Model& model, const Tensor& input, RunResult& result)
 void run_convolutions(const RunPlan& plan, const Model& model, const Tensor& input,
                       RunResult& result, std::ostream& out) {
   const TimingOptions cpu_timing{0, plan.opt.runs};
-  if (plan.ms.id == "m1" && plan.device == "cpu") {
+  if (plan.ms.runs_library() && plan.device == "cpu") {
     RunRecord& rec = result.records.emplace_back();
     rec.label = "reference";
     rec.code_file = "reference/conv/library_conv_cpu.cpp";

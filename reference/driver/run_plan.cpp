@@ -38,7 +38,7 @@ RunPlan plan_run(const RunOptions& opt, bool fuse) {
   const bool profiling = opt.profile || opt.profile_json.has_value();
   if (profiling && device != "gpu") {
     throw Error("--profile records GPU activity, and milestone " + ms.id +
-                (ms.id == "m1" ? " --device cpu" : "") +
+                (ms.device_choice() ? " --device cpu" : "") +
                 " runs on the CPU. Profile a GPU run: m1 --device gpu, m3 or final.");
   }
   if (opt.variant && ms.variants.empty()) {
@@ -76,9 +76,11 @@ RunPlan plan_run(const RunOptions& opt, bool fuse) {
   if (device == "gpu") {
     std::string why;
     if (!cuda_device_available(&why)) {
-      throw CudaError("milestone " + ms.id + (ms.id == "m1" ? " --device gpu" : "") +
-                      " needs a CUDA GPU: " + why + ". Run it on the course's GPU machine" +
-                      (ms.id == "m1" ? "; here, run m1 --device cpu or m2." : "; here, run m2."));
+      const bool cpu_too = ms.device_choice();
+      throw CudaError(
+          "milestone " + ms.id + (cpu_too ? " --device gpu" : "") + " needs a CUDA GPU: " + why +
+          ". Run it on the course's GPU machine" +
+          (cpu_too ? "; here, run " + ms.id + " --device cpu or m2." : "; here, run m2."));
     }
   }
 #endif
