@@ -42,11 +42,11 @@ template <typename Body>
     rec.run = body();
   } catch (const NotImplemented& e) {
     if (!keep_going) throw;
-    rec.status = "not_implemented";
+    rec.status = RunStatus::not_implemented;
     rec.error = e.what();
   } catch (const Error& e) {
     if (!keep_going) throw;
-    rec.status = "error";
+    rec.status = RunStatus::error;
     rec.error = e.what();
   }
 }
@@ -75,9 +75,10 @@ bool layer_check(const RunPlan& plan, const Model& model, const CheckTarget& tar
 }
 
 void mark_wrong(RunRecord& rec) {
-  rec.status = "wrong";
-  rec.error = "its output differs from the library convolution's on the model's conv layers "
-              "(printed above); the network did not run";
+  rec.status = RunStatus::wrong;
+  rec.error =
+      "its output differs from the library convolution's on the model's conv layers "
+      "(printed above); the network did not run";
 }
 
 // The conv layers of `run` whose timed call also computed the tanh and max-pool after them.
@@ -135,7 +136,7 @@ void run_gpu_variants(const RunPlan& plan, const Model& model, const Tensor& inp
   // Fused exactly when a variant was: then its row times cuDNN's conv, tanh and max-pool.
   const bool fused =
       std::any_of(result.records.begin(), result.records.end(),
-                  [](const RunRecord& r) { return r.status == "ok" && any_fused(r.run); });
+                  [](const RunRecord& r) { return r.status == RunStatus::ok && any_fused(r.run); });
   // cuDNN of each class in the table: fp32 always, tf32 and fp16 where a variant of that class
   // ran, the comparison such a kernel is held to (the precision rule judges those rows as it
   // judges the variants).
@@ -149,10 +150,9 @@ void run_gpu_variants(const RunPlan& plan, const Model& model, const Tensor& inp
     rec.label = p == Precision::fp32 ? "cudnn" : "cudnn_" + name;
     rec.reference = true;
     rec.precision = p;
-    rec.run = run_network_gpu(model, input, conv_forward_cudnn_of(p),
-                              fused ? conv_tanh_maxpool_cudnn_of(p) : nullptr,
-                              p == Precision::fp32 ? "cuDNN" : "cuDNN (" + name + ")",
-                              gpu_timing(plan));
+    rec.run = run_network_gpu(
+        model, input, conv_forward_cudnn_of(p), fused ? conv_tanh_maxpool_cudnn_of(p) : nullptr,
+        p == Precision::fp32 ? "cuDNN" : "cuDNN (" + name + ")", gpu_timing(plan));
   }
 }
 
@@ -218,7 +218,7 @@ void run_gpu(const RunPlan& plan, const Model& model, const Tensor& input, RunRe
 void judge_precision(const Model& model, const Tensor& input, RunResult& result) {
   std::map<Precision, ExactRun> exact;
   for (RunRecord& rec : result.records) {
-    if (rec.status != "ok" || rec.precision == Precision::fp32) continue;
+    if (rec.status != RunStatus::ok || rec.precision == Precision::fp32) continue;
     auto it = exact.find(rec.precision);
     if (it == exact.end()) {
       it = exact.emplace(rec.precision, run_network_exact(model, input, rec.precision)).first;
@@ -288,7 +288,7 @@ RunResult execute_run(const RunPlan& plan, std::ostream& out) {
   result.model_name = model.name;
   run_convolutions(plan, model, input, result, out);
   for (RunRecord& rec : result.records) {
-    if (rec.status != "ok") continue;
+    if (rec.status != RunStatus::ok) continue;
     rec.correct = count_correct(predictions(rec.run.output), labels);
     rec.expected = expected;
   }

@@ -14,6 +14,20 @@
 
 namespace convlab {
 
+const char* run_status_name(RunStatus s) {
+  switch (s) {
+    case RunStatus::not_implemented:
+      return "not_implemented";
+    case RunStatus::error:
+      return "error";
+    case RunStatus::wrong:
+      return "wrong";
+    case RunStatus::ok:
+      break;
+  }
+  return "ok";
+}
+
 using nlohmann::json;
 
 namespace {
@@ -58,15 +72,16 @@ std::string ms_text(double seconds) {
 
 // Whether any row ran and has a Layer Time (GPU runs measure it; a CPU table has none).
 bool has_layer_times(const RunResult& result) {
-  return std::any_of(result.records.begin(), result.records.end(),
-                     [](const RunRecord& r) { return r.status == "ok" && r.run.layer_time(); });
+  return std::any_of(result.records.begin(), result.records.end(), [](const RunRecord& r) {
+    return r.status == RunStatus::ok && r.run.layer_time();
+  });
 }
 
 // Whether the record is a variant declared `host` (variants.def): its Op Time is its Layer Time.
 bool takes_host_memory(const RunRecord& rec) {
   const auto& all = variants();
-  const auto v = std::find_if(all.begin(), all.end(),
-                              [&](const Variant& d) { return d.id == rec.label; });
+  const auto v =
+      std::find_if(all.begin(), all.end(), [&](const Variant& d) { return d.id == rec.label; });
   return !rec.reference && v != all.end() && v->host();
 }
 
@@ -99,11 +114,11 @@ std::vector<std::string> table_row(const RunPlan& plan, const RunResult& result,
   const bool medians = plan.opt.runs > 1;
   std::vector<std::string> row{rec.label + (rec.reference ? " (library)" : ""),
                                std::string(precision_name(rec.precision))};
-  if (rec.status != "ok") {
+  if (rec.status != RunStatus::ok) {
     row.insert(row.end(), (medians ? 6 : 5) + (layer_times ? 1 : 0), "-");
-    row.push_back(rec.status == "not_implemented" ? "not implemented"
-                  : rec.status == "wrong"         ? "WRONG"
-                                                  : "error");
+    row.push_back(rec.status == RunStatus::not_implemented ? "not implemented"
+                  : rec.status == RunStatus::wrong         ? "WRONG"
+                                                           : "error");
     return row;
   }
   const std::optional<double>& peak_flops = result.peak_flops;
@@ -147,13 +162,13 @@ void print_table_notes(const RunResult& result, std::ostream& out) {
            "allocated, x and k copied in, y copied back, buffers freed (fastest run).\n";
   }
   for (const RunRecord& rec : result.records) {
-    if (rec.status == "ok" && takes_host_memory(rec)) {
+    if (rec.status == RunStatus::ok && takes_host_memory(rec)) {
       out << rec.label << ": " << kHostNote << "; compare it with the other rows' Layer Time.\n";
     }
   }
   std::string fused_rows, fused_at;
   for (const RunRecord& rec : result.records) {
-    const std::string fused = rec.status == "ok" ? fused_layers(rec.run) : "";
+    const std::string fused = rec.status == RunStatus::ok ? fused_layers(rec.run) : "";
     if (fused.empty()) continue;
     fused_rows += (fused_rows.empty() ? "" : ", ") + rec.label;
     fused_at = fused;
@@ -173,7 +188,7 @@ void print_table(const RunPlan& plan, const RunResult& result, std::ostream& out
   double baseline_time = 0.0;
   for (const RunRecord& rec : result.records) {
     // The first row is the baseline where there is a table of variants (run_execute.cpp).
-    if (&rec == &result.records.front() && !rec.reference && rec.status == "ok") {
+    if (&rec == &result.records.front() && !rec.reference && rec.status == RunStatus::ok) {
       baseline_time = rec.run.op_time();
     }
   }
@@ -200,7 +215,7 @@ void print_table(const RunPlan& plan, const RunResult& result, std::ostream& out
   out << format_table(header, rows, right);
   print_table_notes(result, out);
   for (const RunRecord& rec : result.records) {
-    if (rec.status != "ok") err << rec.label << ": " << rec.error << "\n";
+    if (rec.status != RunStatus::ok) err << rec.label << ": " << rec.error << "\n";
   }
 }
 
@@ -211,8 +226,8 @@ int advise_wrong_counts(const RunPlan& plan, const RunResult& result, std::ostre
   int code = 0;
   for (const RunRecord& rec : result.records) {
     // Its layer check printed what is wrong and what to do next.
-    if (rec.status == "wrong") code = kExitIncorrect;
-    if (rec.status == "ok" && rec.verdict && !rec.verdict->ok() && !rec.reference) {
+    if (rec.status == RunStatus::wrong) code = kExitIncorrect;
+    if (rec.status == RunStatus::ok && rec.verdict && !rec.verdict->ok() && !rec.reference) {
       code = kExitIncorrect;
       err << "convlab: " << rec.label << " (" << precision_name(rec.precision)
           << "): " << describe_verdict(*rec.verdict)
@@ -223,8 +238,8 @@ int advise_wrong_counts(const RunPlan& plan, const RunResult& result, std::ostre
           << "` first: it names the wrong outputs by (b, m, h, w).\n";
       continue;
     }
-    if (rec.status == "ok" && !rec.verdict && rec.expected && rec.correct != *rec.expected &&
-        !rec.reference) {
+    if (rec.status == RunStatus::ok && !rec.verdict && rec.expected &&
+        rec.correct != *rec.expected && !rec.reference) {
       code = kExitIncorrect;
       err << "convlab: " << rec.label << " got " << rec.correct << " of " << n
           << " images right; model " << result.model_name << " expects " << *rec.expected << " ("
@@ -254,8 +269,9 @@ json print_profile(const RunPlan& plan, const RunResult& result, std::ostream& o
 }
 
 json record_json(const RunPlan& plan, const RunResult& result, const RunRecord& rec) {
-  json r = {{"variant", rec.label}, {"status", rec.status}, {"library", rec.reference}};
-  if (rec.status != "ok") {
+  json r = {
+      {"variant", rec.label}, {"status", run_status_name(rec.status)}, {"library", rec.reference}};
+  if (rec.status != RunStatus::ok) {
     r["error"] = rec.error;
     return r;
   }
@@ -327,7 +343,7 @@ void write_json(const RunPlan& plan, const RunResult& result, const json& profil
 int report_run(const RunPlan& plan, const RunResult& result, std::ostream& out, std::ostream& err) {
   if (result.records.size() > 1) {
     print_table(plan, result, out, err);
-  } else if (result.records.front().status == "ok") {
+  } else if (result.records.front().status == RunStatus::ok) {
     print_single(plan, result, out);
   }
   const int code = advise_wrong_counts(plan, result, err);

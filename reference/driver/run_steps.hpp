@@ -39,12 +39,17 @@ struct RunPlan {
   CpuConvFn cpu_code = nullptr;
 };
 
+/// How a convolution's run went: it ran; its entry point is a stub; it failed; or wrong: its
+/// layer check failed, so the network did not run.
+enum class RunStatus { ok, not_implemented, error, wrong };
+/// "ok", "not_implemented", "error", "wrong" (run.json's words).
+const char* run_status_name(RunStatus s);
+
 /// One convolution run through the whole network.
 struct RunRecord {
-  std::string label;                     ///< variant name, or the library convolution's name
-  std::string code_file;                 ///< where its code lives (for advice)
-  /// ok, not_implemented, error, or wrong: its layer check failed, so the network did not run
-  std::string status = "ok";
+  std::string label;      ///< variant name, or the library convolution's name
+  std::string code_file;  ///< where its code lives (for advice)
+  RunStatus status = RunStatus::ok;
   std::string error;                     ///< why it did not run
   NetworkRun run;                        ///< its times and output
   std::int64_t correct = 0;              ///< correct predictions
