@@ -137,19 +137,14 @@ std::vector<std::string> seed_compiler_checks(const fs::path& project_template,
   return {};
 }
 
-}  // namespace
-
-BuildResult build_submission(const BuildRequest& given, const BuildProgressFn& progress) {
-  const auto start = std::chrono::steady_clock::now();
-  // Every tool runs in another folder: absolute paths only.
+// Every tool runs in another folder: absolute paths only. Throws Error when the request itself
+// is unusable.
+BuildRequest absolute_request(const BuildRequest& given) {
   BuildRequest request = given;
   for (fs::path* path :
        {&request.submission, &request.framework_root, &request.work_dir, &request.cache_dir}) {
     if (!path->empty()) *path = fs::absolute(*path).lexically_normal();
   }
-  const auto say = [&](const std::string& line) {
-    if (progress) progress(line);
-  };
   std::error_code ec;
   if (!fs::is_regular_file(request.framework_root / "CMakeLists.txt", ec) ||
       !fs::is_regular_file(request.framework_root / kProject / "CMakeLists.txt", ec)) {
@@ -166,32 +161,16 @@ BuildResult build_submission(const BuildRequest& given, const BuildProgressFn& p
                 (ec ? ": " + ec.message() : "") + "; choose a writable folder");
   }
   fs::remove(request.work_dir / ".writable", ec);
+  return request;
+}
 
-  BuildResult result;
-  const auto finish = [&](std::string reason) {
-    result.reason = std::move(reason);
-    result.ok = result.reason == "ok";
-    if (!result.log.empty() && result.log.back() != '\n') result.log += '\n';
-    result.wall_s = seconds_since(start);
-    return result;
-  };
-
-  // 1. Which files are graded.
-  result.files = scan_submission(request.submission, request.allowed_files, request.framework_root);
-  say("submission: " + std::to_string(result.files.accepted.size()) + " file(s) graded, " +
-      std::to_string(result.files.rejected.size()) + " refused, " +
-      std::to_string(result.files.missing.size()) + " missing (their stubs are graded)");
-
-  // 2. The pristine copy with the team's files over it; their sources read as the compiler will.
-  const fs::path src = request.work_dir / "src";
-  const fs::path build = request.work_dir / "build";
-  const fs::path tmp = request.work_dir / "tmp";
-  for (const fs::path& dir : {src, build, tmp}) fs::remove_all(dir, ec);
-  copy_pristine(request.framework_root, src);
+// Writes the accepted files over the pristine copy in `src`; their sources read as the compiler
+// will. One line per refused include (or unreadable file).
+std::vector<std::string> lay_team_files(const SubmissionFiles& files, const fs::path& src) {
   std::vector<std::string> findings;
-  for (std::size_t i = 0; i < result.files.accepted.size(); ++i) {
-    const std::string& file = result.files.accepted[i];
-    const auto text = read_regular_file(result.files.accepted_sources[i], kMaxSourceBytes);
+  for (std::size_t i = 0; i < files.accepted.size(); ++i) {
+    const std::string& file = files.accepted[i];
+    const auto text = read_regular_file(files.accepted_sources[i], kMaxSourceBytes);
     if (!text) {
       // Changed since the scan (it was a regular file of at most 1 MiB then).
       findings.push_back(file + ": could not be read as a regular file of at most 1 MiB");
@@ -200,10 +179,213 @@ BuildResult build_submission(const BuildRequest& given, const BuildProgressFn& p
     std::ofstream(src / file, std::ios::binary | std::ios::trunc) << *text;
     for (std::string& line : scan_source(*text, file)) findings.push_back(std::move(line));
   }
-  if (!findings.empty()) {
-    result.forbidden = findings;
-    result.log = join(findings);
-    return finish("forbidden_include");
+  return findings;
+}
+
+// What the steps that read the team's files share: they run as one unprivileged user, who owns
+// the work folder and sees only it, the framework's cache entry and the system and toolkit
+// folders, within the build's time limit.
+struct TeamSteps {
+  const BuildRequest& request;
+  const Framework& fw;
+  fs::path src, build;
+  std::vector<fs::path> hide;
+  TeamBuild team;
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+
+  TeamSteps(const BuildRequest& r, const Framework& f)
+      : request(r), fw(f), src(r.work_dir / "src"), build(r.work_dir / "build") {
+    hide = r.hide_paths;
+    hide.push_back(r.framework_root / "reference" / "solutions");
+    std::erase_if(hide, [&](const fs::path& path) {
+      return inside(r.work_dir, path) || inside(r.cache_dir, path);
+    });
+    team.uid = sandbox_uid(r.work_dir.string());
+    team.visible = team_build_visible_paths(f.dir, f.system_include_dirs);
+  }
+  // Never 0 or less: the sandbox reads a wall limit of 0 as "none".
+  double left() const { return std::max(0.001, request.time_limit_s - seconds_since(start)); }
+  SandboxResult run(const std::vector<std::string>& argv, const fs::path& workdir,
+                    double wall_s) const {
+    return run_tool(argv, workdir, request.work_dir, wall_s, hide, &team);
+  }
+};
+
+// Configures the submission's project against the cached framework.
+SandboxResult configure(const TeamSteps& t) {
+  std::vector<std::string> argv = {
+      "cmake",
+      "-S",
+      (t.src / kProject).string(),
+      "-B",
+      t.build.string(),
+      "-G",
+      "Ninja",
+      "-C",
+      (t.fw.build / "convlab-framework-settings.cmake").string(),
+      "-DCONVLAB_SRC=" + t.src.string(),
+      "-DCONVLAB_FRAMEWORK_BUILD=" + t.fw.build.string(),
+      "-DCONVLAB_UNCHANGED_STUDENT_FILES=" + unchanged_stubs(t.src, t.fw.src)};
+  for (std::string& option : seed_compiler_checks(t.fw.project_template, t.build)) {
+    argv.push_back(std::move(option));
+  }
+  give_to_build_user(t.request.work_dir, t.team.uid);  // the seeded checks included
+  return t.run(argv, t.request.work_dir, t.left());
+}
+
+// Compiles the team's files and links the harness, going on past errors (every error of every
+// file).
+SandboxResult compile(const TeamSteps& t) {
+  std::vector<std::string> argv = {"cmake", "--build", t.build.string(), "--target",
+                                   "convlab-team"};
+  if (t.request.jobs > 0) argv.insert(argv.end(), {"--parallel", std::to_string(t.request.jobs)});
+  argv.insert(argv.end(), {"--", "-k", "0"});
+  return t.run(argv, t.request.work_dir, t.left());
+}
+
+// The team's objects (as Ninja names them) -> the team files they came from.
+std::map<std::string, std::string> team_objects(const fs::path& build) {
+  std::map<std::string, std::string> object_to_source;
+  for (const std::string& object : objects_under(build, kStudentObjects)) {
+    std::string source = object.substr(kStudentObjects.size() + 1);
+    source = "student/" + source.substr(0, source.size() - 2);  // drop ".o"
+    object_to_source[object] = source;
+  }
+  return object_to_source;
+}
+
+// Headers from outside the framework that the team's objects read (Ninja's dependency lists)
+// or the compiler's output names. A check that could not run adds to `check_error`.
+std::vector<std::string> include_findings(const TeamSteps& t,
+                                          const std::map<std::string, std::string>& objects,
+                                          const std::string& output, std::string& check_error) {
+  std::string make_program = cache_entry(t.build / "CMakeCache.txt", "CMAKE_MAKE_PROGRAM");
+  if (make_program.empty()) make_program = "ninja";
+  const SandboxResult deps =
+      t.run({make_program, "-C", t.build.string(), "-t", "deps"}, t.build, 120.0);
+  if (!ran_ok(deps)) check_error += "ninja -t deps: " + deps.describe() + "\n";
+  for (const auto& [object, source] : objects) {
+    if (deps.stdout_text.find(object + ": #deps") == std::string::npos) {
+      check_error += "no dependency list for " + object + ": its includes cannot be checked\n";
+    }
+  }
+  std::vector<std::string> includes =
+      check_dependencies(deps.stdout_text, t.build, t.src, t.fw.system_include_dirs, objects);
+  for (const std::string& path : foreign_paths_in_log(output, t.src, t.fw.system_include_dirs)) {
+    includes.push_back("the compiler read " + path +
+                       ", which is outside the framework: include only the framework's headers "
+                       "and system headers");
+  }
+  return includes;
+}
+
+// The symbol rules (check_symbols()) on each team object, against what the framework and the
+// harness define. A check that could not run adds to `check_error`.
+std::vector<std::string> symbol_findings(const TeamSteps& t,
+                                         const std::map<std::string, std::string>& objects,
+                                         std::string& check_error) {
+  std::map<std::string, bool> harness_symbols;
+  std::vector<std::string> harness_objects = objects_under(t.build, kHarnessObjects);
+  if (!harness_objects.empty()) {
+    std::vector<std::string> argv = {"nm", "-P", "--defined-only"};
+    argv.insert(argv.end(), harness_objects.begin(), harness_objects.end());
+    const SandboxResult nm = t.run(argv, t.build, 120.0);
+    if (!ran_ok(nm)) check_error += "nm: " + nm.describe() + "\n" + nm.stdout_text;
+    for (const NmSymbol& s : parse_nm(nm.stdout_text)) {
+      bool strong = false;
+      if (is_global_definition(s.type, &strong)) harness_symbols[s.name] |= strong;
+    }
+  }
+  std::vector<std::string> symbols;
+  for (const auto& [object, source] : objects) {
+    const SandboxResult nm = t.run({"nm", "-P", object}, t.build, 120.0);
+    if (!ran_ok(nm)) {
+      check_error += "nm: " + nm.describe() + "\n" + nm.stdout_text;
+      continue;
+    }
+    for (std::string& line :
+         check_symbols(source, parse_nm(nm.stdout_text), t.fw, harness_symbols)) {
+      symbols.push_back(std::move(line));
+    }
+  }
+  return symbols;
+}
+
+// Why a compile that did not succeed failed, and the log the team reads: (reason, log).
+std::pair<std::string, std::string> compile_failure(
+    const SandboxResult& compile, const BuildRequest& request,
+    const std::vector<std::pair<std::string, std::string>>& shorten) {
+  const std::string& output = compile.stdout_text;
+  std::string log = trim_build_log(output, shorten);
+  if (compile.outcome == Outcome::timed_out) {
+    return {"timeout", "the build passed its time limit of " + seconds_text(request.time_limit_s) +
+                           ": make your code quicker to compile (fewer template or unrolled "
+                           "instantiations)\n" +
+                           log};
+  }
+  if (compile.outcome == Outcome::memory_limit) {
+    return {"build_failed", "the build " + compile.describe() +
+                                ": make your code cheaper to compile (smaller constant "
+                                "expressions, fewer template or unrolled instantiations)\n" +
+                                log};
+  }
+  if (compile.outcome == Outcome::output_limit) {
+    return {"build_failed", "the compiler's output passed its limit: fix the first errors\n" + log};
+  }
+  bool team = false, harness = false;
+  for (const std::string& target : failed_targets(output)) {
+    team |= target.starts_with("student/");
+    harness |= target.starts_with("worker/") && target.ends_with(".o");
+  }
+  if (harness && !team) {
+    return {"framework_build_failed", "the check harness (grader/worker) did not compile:\n" +
+                                          trim_build_log(output, shorten, 200)};
+  }
+  if (log.empty()) log = compile.describe() + "\n" + trim_build_log(output, shorten, 200);
+  if (output.find("undefined reference to `convlab::student::") != std::string::npos) {
+    log =
+        "the harness calls an entry point your files do not define: keep the names and "
+        "signatures of reference/conv/student_api.hpp\n" +
+        log;
+  }
+  return {"build_failed", log};
+}
+
+}  // namespace
+
+BuildResult build_submission(const BuildRequest& given, const BuildProgressFn& progress) {
+  const auto start = std::chrono::steady_clock::now();
+  const BuildRequest request = absolute_request(given);
+  const auto say = [&](const std::string& line) {
+    if (progress) progress(line);
+  };
+  BuildResult result;
+  const auto finish = [&](std::string reason) {
+    result.reason = std::move(reason);
+    result.ok = result.reason == "ok";
+    if (!result.log.empty() && result.log.back() != '\n') result.log += '\n';
+    result.wall_s = seconds_since(start);
+    return result;
+  };
+  const auto refuse = [&](std::vector<std::string> findings, const char* reason) {
+    result.forbidden = std::move(findings);
+    result.log = join(result.forbidden);
+    return finish(reason);
+  };
+
+  // 1. Which files are graded.
+  result.files = scan_submission(request.submission, request.allowed_files, request.framework_root);
+  say("submission: " + std::to_string(result.files.accepted.size()) + " file(s) graded, " +
+      std::to_string(result.files.rejected.size()) + " refused, " +
+      std::to_string(result.files.missing.size()) + " missing (their stubs are graded)");
+
+  // 2. The pristine copy with the team's files over it.
+  const fs::path tmp = request.work_dir / "tmp";
+  std::error_code ec;
+  for (const char* dir : {"src", "build", "tmp"}) fs::remove_all(request.work_dir / dir, ec);
+  copy_pristine(request.framework_root, request.work_dir / "src");
+  if (auto findings = lay_team_files(result.files, request.work_dir / "src"); !findings.empty()) {
+    return refuse(std::move(findings), "forbidden_include");
   }
 
   // 3. The framework, built once per version.
@@ -220,187 +402,59 @@ BuildResult build_submission(const BuildRequest& given, const BuildProgressFn& p
                  : "framework: built in " + std::to_string(static_cast<int>(fw->build_s)) + " s");
 
   // 4. The team's files and the harness, in the sandbox, within the time limit.
-  const auto build_start = std::chrono::steady_clock::now();
-  // Never 0 or less: the sandbox reads a wall limit of 0 as "none".
-  const auto left = [&] {
-    return std::max(0.001, request.time_limit_s - seconds_since(build_start));
-  };
-  std::vector<fs::path> hide = request.hide_paths;
-  hide.push_back(request.framework_root / "reference" / "solutions");
-  std::erase_if(hide, [&](const fs::path& path) {
-    return inside(request.work_dir, path) || inside(request.cache_dir, path);
-  });
+  const TeamSteps t(request, *fw);
   const std::vector<std::pair<std::string, std::string>> shorten = {
-      {src.string() + "/", ""},
-      {build.string() + "/", ""},
+      {t.src.string() + "/", ""},
+      {t.build.string() + "/", ""},
       {fw->build.string() + "/", "<framework>/"}};
-
-  // Every step that reads the team's files runs as one unprivileged user, who owns the work
-  // folder and sees only it, the framework's cache entry and the system and toolkit folders.
-  TeamBuild team_build;
-  team_build.uid = sandbox_uid(request.work_dir.string());
-  team_build.visible = team_build_visible_paths(fw->dir, fw->system_include_dirs);
-
   say("compiling the team's files");
-  std::vector<std::string> configure = {
-      "cmake",
-      "-S",
-      (src / kProject).string(),
-      "-B",
-      build.string(),
-      "-G",
-      "Ninja",
-      "-C",
-      (fw->build / "convlab-framework-settings.cmake").string(),
-      "-DCONVLAB_SRC=" + src.string(),
-      "-DCONVLAB_FRAMEWORK_BUILD=" + fw->build.string(),
-      "-DCONVLAB_UNCHANGED_STUDENT_FILES=" + unchanged_stubs(src, fw->src)};
-  for (std::string& option : seed_compiler_checks(fw->project_template, build)) {
-    configure.push_back(std::move(option));
-  }
-  give_to_build_user(request.work_dir, team_build.uid);  // the seeded checks included
-  SandboxResult run =
-      run_tool(configure, request.work_dir, request.work_dir, left(), hide, &team_build);
-  if (run.outcome == Outcome::timed_out) {
-    result.log = "the build passed its time limit of " + seconds_text(request.time_limit_s) +
-                 " while configuring";
-    result.submission_build_s = seconds_since(build_start);
-    return finish("timeout");
-  }
-  if (!ran_ok(run)) {
+  const SandboxResult configured = configure(t);
+  if (configured.outcome == Outcome::timed_out || !ran_ok(configured)) {
+    result.submission_build_s = seconds_since(t.start);
+    if (configured.outcome == Outcome::timed_out) {
+      result.log = "the build passed its time limit of " + seconds_text(request.time_limit_s) +
+                   " while configuring";
+      return finish("timeout");
+    }
     // Nothing of the team's is read when configuring: this is the grader's own problem.
-    result.log =
-        "configuring the submission's build failed (" + run.describe() + "):\n" + run.stdout_text;
-    result.submission_build_s = seconds_since(build_start);
+    result.log = "configuring the submission's build failed (" + configured.describe() + "):\n" +
+                 configured.stdout_text;
     return finish("framework_build_failed");
   }
-  std::vector<std::string> build_argv = {"cmake", "--build", build.string(), "--target",
-                                         "convlab-team"};
-  if (request.jobs > 0)
-    build_argv.insert(build_argv.end(), {"--parallel", std::to_string(request.jobs)});
-  build_argv.insert(build_argv.end(), {"--", "-k", "0"});  // every error of every file
-  const SandboxResult compile =
-      run_tool(build_argv, request.work_dir, request.work_dir, left(), hide, &team_build);
-  const std::string& output = compile.stdout_text;
+  const SandboxResult compiled = compile(t);
 
-  // 5. What the team's objects read and call.
+  // 5. What the team's objects read and call. Checks that could not run are the grader's
+  // problem, never a pass.
   say("checking includes and symbols");
-  std::map<std::string, std::string> object_to_source;
-  for (const std::string& object : objects_under(build, kStudentObjects)) {
-    std::string source = object.substr(kStudentObjects.size() + 1);
-    source = "student/" + source.substr(0, source.size() - 2);  // drop ".o"
-    object_to_source[object] = source;
-  }
-  std::string make_program = cache_entry(build / "CMakeCache.txt", "CMAKE_MAKE_PROGRAM");
-  if (make_program.empty()) make_program = "ninja";
-  const SandboxResult deps = run_tool({make_program, "-C", build.string(), "-t", "deps"}, build,
-                                      request.work_dir, 120.0, hide, &team_build);
-  // Checks that could not run are the grader's problem, never a pass.
+  const std::map<std::string, std::string> objects = team_objects(t.build);
   std::string check_error;
-  if (!ran_ok(deps)) check_error += "ninja -t deps: " + deps.describe() + "\n";
-  for (const auto& [object, source] : object_to_source) {
-    if (deps.stdout_text.find(object + ": #deps") == std::string::npos) {
-      check_error += "no dependency list for " + object + ": its includes cannot be checked\n";
-    }
-  }
-  std::vector<std::string> includes =
-      check_dependencies(deps.stdout_text, build, src, fw->system_include_dirs, object_to_source);
-  for (const std::string& path : foreign_paths_in_log(output, src, fw->system_include_dirs)) {
-    includes.push_back("the compiler read " + path +
-                       ", which is outside the framework: include only the framework's headers "
-                       "and system headers");
-  }
-  if (!includes.empty()) {
+  if (auto includes = include_findings(t, objects, compiled.stdout_text, check_error);
+      !includes.empty()) {
     // The log is withheld: it would show what the outside file holds.
-    result.forbidden = includes;
-    result.log = join(includes);
-    result.submission_build_s = seconds_since(build_start);
-    return finish("forbidden_include");
+    result.submission_build_s = seconds_since(t.start);
+    return refuse(std::move(includes), "forbidden_include");
   }
-
-  std::map<std::string, bool> harness_symbols;
-  std::vector<std::string> harness_objects = objects_under(build, kHarnessObjects);
-  if (!harness_objects.empty()) {
-    std::vector<std::string> argv = {"nm", "-P", "--defined-only"};
-    argv.insert(argv.end(), harness_objects.begin(), harness_objects.end());
-    const SandboxResult nm = run_tool(argv, build, request.work_dir, 120.0, hide, &team_build);
-    if (!ran_ok(nm)) check_error += "nm: " + nm.describe() + "\n" + nm.stdout_text;
-    for (const NmSymbol& s : parse_nm(nm.stdout_text)) {
-      bool strong = false;
-      if (is_global_definition(s.type, &strong)) harness_symbols[s.name] |= strong;
-    }
-  }
-  std::vector<std::string> symbols;
-  for (const auto& [object, source] : object_to_source) {
-    const SandboxResult nm =
-        run_tool({"nm", "-P", object}, build, request.work_dir, 120.0, hide, &team_build);
-    if (!ran_ok(nm)) {
-      check_error += "nm: " + nm.describe() + "\n" + nm.stdout_text;
-      continue;
-    }
-    for (std::string& line :
-         check_symbols(source, parse_nm(nm.stdout_text), *fw, harness_symbols)) {
-      symbols.push_back(std::move(line));
-    }
-  }
-  result.submission_build_s = seconds_since(build_start);
-  if (!symbols.empty()) {
-    result.forbidden = symbols;
-    result.log = join(symbols);
-    return finish("forbidden_symbol");
-  }
+  std::vector<std::string> symbols = symbol_findings(t, objects, check_error);
+  result.submission_build_s = seconds_since(t.start);
+  if (!symbols.empty()) return refuse(std::move(symbols), "forbidden_symbol");
 
   // 6. How the compile went.
-  result.log = trim_build_log(output, shorten);
-  if (compile.outcome == Outcome::timed_out) {
-    result.log = "the build passed its time limit of " + seconds_text(request.time_limit_s) +
-                 ": make your code quicker to compile (fewer template or unrolled "
-                 "instantiations)\n" +
-                 result.log;
-    return finish("timeout");
+  if (!ran_ok(compiled)) {
+    auto [reason, log] = compile_failure(compiled, request, shorten);
+    result.log = std::move(log);
+    return finish(reason);
   }
-  if (compile.outcome == Outcome::memory_limit) {
-    result.log = "the build " + compile.describe() +
-                 ": make your code cheaper to compile (smaller constant expressions, fewer "
-                 "template or unrolled instantiations)\n" +
-                 result.log;
-    return finish("build_failed");
-  }
-  if (compile.outcome == Outcome::output_limit) {
-    result.log = "the compiler's output passed its limit: fix the first errors\n" + result.log;
-    return finish("build_failed");
-  }
-  if (!ran_ok(compile)) {
-    bool team = false, harness = false;
-    for (const std::string& target : failed_targets(output)) {
-      team |= target.starts_with("student/");
-      harness |= target.starts_with("worker/") && target.ends_with(".o");
-    }
-    if (harness && !team) {
-      result.log = "the check harness (grader/worker) did not compile:\n" +
-                   trim_build_log(output, shorten, 200);
-      return finish("framework_build_failed");
-    }
-    if (result.log.empty()) {
-      result.log = compile.describe() + "\n" + trim_build_log(output, shorten, 200);
-    }
-    if (output.find("undefined reference to `convlab::student::") != std::string::npos) {
-      result.log =
-          "the harness calls an entry point your files do not define: keep the names and "
-          "signatures of reference/conv/student_api.hpp\n" +
-          result.log;
-    }
-    return finish("build_failed");
-  }
+  result.log = trim_build_log(compiled.stdout_text, shorten);
   if (!check_error.empty()) {
     result.log = "the include and symbol checks could not run:\n" + check_error;
     return finish("framework_build_failed");
   }
   std::string worker, referee;
-  std::getline(std::ifstream(build / "convlab-team-path.txt"), worker);
+  std::getline(std::ifstream(t.build / "convlab-team-path.txt"), worker);
   std::getline(std::ifstream(fw->build / "convlab-framework-referee-path.txt"), referee);
-  result.worker = worker.empty() ? build / "worker" / "convlab-team" : fs::path(worker);
-  result.referee = referee.empty() ? fw->build / "grader" / "worker" / "convlab-check" : fs::path(referee);
+  result.worker = worker.empty() ? t.build / "worker" / "convlab-team" : fs::path(worker);
+  result.referee =
+      referee.empty() ? fw->build / "grader" / "worker" / "convlab-check" : fs::path(referee);
   for (const fs::path& program : {result.worker, result.referee}) {
     if (!fs::is_regular_file(program, ec)) {
       result.log = "the build finished but " + program.string() + " is not there";
