@@ -48,12 +48,14 @@ std::vector<Account> read_csv(const fs::path& file, const std::string& text) {
       }
       continue;
     }
-    if (static_cast<int>(cells.size()) <= std::max(name_col, role_col)) {
-      throw Error(where + "has " + std::to_string(cells.size()) + " columns, the header more");
+    if (static_cast<int>(cells.size()) <= name_col) {
+      throw Error(where + "has no " + std::to_string(name_col + 1) + "th column, the name");
     }
     Account a;
     a.name = cells[name_col];
-    const std::string role = role_col >= 0 ? cells[role_col] : "team";
+    // A missing role is a team.
+    const std::string role =
+        role_col >= 0 && role_col < static_cast<int>(cells.size()) ? cells[role_col] : "team";
     if (role != "team" && role != "staff" && !role.empty()) {
       throw Error(where + "role '" + role + "' is neither team nor staff");
     }
