@@ -1,6 +1,7 @@
 #include "grader/service/job_store.hpp"
 
 #include <chrono>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "grader/db/results_db.hpp"
@@ -111,11 +112,24 @@ void JobStore::set_token(const std::string& team, const std::string& digest) {
 }
 
 std::int64_t JobStore::enqueue(const JobSpec& job) {
+  int count = 0;
+  return *enqueue_within(job, std::numeric_limits<int>::max(), &count);
+}
+
+std::optional<std::int64_t> JobStore::enqueue_within(const JobSpec& job, int limit,
+                                                     int* in_flight) {
   nlohmann::json files = nlohmann::json::object();
   for (const auto& [path, content] : job.files) files[path] = content;
   const std::string files_json = files.dump();
   const std::lock_guard lock(mutex_);
-  return write(impl_->conn, [&] {
+  return write(impl_->conn, [&]() -> std::optional<std::int64_t> {
+    {
+      Statement count = impl_->conn.prepare(
+          "SELECT count(*) FROM jobs WHERE team = ?1 AND state IN ('queued', 'running')");
+      count.bind(1, job.team);
+      *in_flight = count.step() ? static_cast<int>(count.int64(0)) : 0;
+    }
+    if (*in_flight >= limit) return std::nullopt;
     Statement st = impl_->conn.prepare(
         "INSERT INTO jobs (team, command, milestone, device, args_json, files_json, state) "
         "VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'queued')");

@@ -62,6 +62,10 @@ class JobStore {
 
   /// Queues a job and returns its id.
   std::int64_t enqueue(const JobSpec& job);
+  /// Queues a job unless its team has `limit` jobs queued or running already (checked and
+  /// queued in one transaction, so two uploads at once cannot both pass). Returns the id, or
+  /// nullopt with the team's count in `in_flight`.
+  std::optional<std::int64_t> enqueue_within(const JobSpec& job, int limit, int* in_flight);
   /// Queued and running jobs of `team`.
   int in_flight(const std::string& team);
   /// 1 for the next job an executor of its device takes; 0 when the job is no longer queued.

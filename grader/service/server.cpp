@@ -135,18 +135,19 @@ struct Server::Impl {
       return fail(res, 422, "this server runs no GPU jobs, and milestone " + spec.milestone +
                                 " needs a GPU: ask your course staff");
     }
-    const int in_flight = store.in_flight(*team);
-    if (in_flight >= settings.max_in_flight) {
-      return fail(res, 429,
-                  "team " + *team + " has " + std::to_string(in_flight) +
-                      " jobs queued or running; the limit is " +
-                      std::to_string(settings.max_in_flight) +
-                      ": wait for one to finish (convlab submit status)");
-    }
+    const auto over_limit = [&](int in_flight) {
+      fail(res, 429,
+           "team " + *team + " has " + std::to_string(in_flight) +
+               " jobs queued or running; the limit is " + std::to_string(settings.max_in_flight) +
+               ": wait for one to finish (convlab submit status)");
+    };
+    // Early, before the files are looked at; enqueue_within has the last word.
+    if (const int n = store.in_flight(*team); n >= settings.max_in_flight) return over_limit(n);
     // The grader's own file rules, on the files as they will be laid out for the job.
     const fs::path stage = settings.staging / ("upload-" + std::to_string(++staging_counter));
     std::vector<std::string> problems;
     try {
+      fs::remove_all(stage);  // left by a server that stopped half-way
       write_job_files(spec.files, stage);
       problems = upload_problems(stage, spec.milestone, settings.root);
     } catch (...) {
@@ -161,10 +162,12 @@ struct Server::Impl {
       for (const std::string& p : problems) text += "\n  " + p;
       return fail(res, 422, text);
     }
-    const std::int64_t id = store.enqueue(spec);
+    int in_flight = 0;
+    const auto id = store.enqueue_within(spec, settings.max_in_flight, &in_flight);
+    if (!id) return over_limit(in_flight);
     executors.notify();
-    const auto job = store.get(id);
-    json body = job_json(*job, store.position(id));
+    const auto job = store.get(*id);
+    json body = job_json(*job, store.position(*id));
     body["limit_in_flight"] = settings.max_in_flight;
     reply(res, 201, body);
   }

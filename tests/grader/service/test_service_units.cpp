@@ -11,6 +11,7 @@
 #include "grader/service/roster.hpp"
 #include "grader/service/tokens.hpp"
 #include "reference/core/error.hpp"
+#include "reference/driver/cli_values.hpp"
 #include "tests/grader/service/service_test_support.hpp"
 
 namespace fs = std::filesystem;
@@ -124,7 +125,7 @@ TEST_CASE("a job request: commands, milestones, variants, models and counts from
   j["milestone"] = "m1";  // nothing of the team's to run
   CHECK(status_of(j.dump()) == 422);
   j = m2_check();
-  j["variant"] = "best";  // m2 has no GPU variant
+  j["variant"] = convlab::variant_names().front();  // m2 has no GPU variant
   CHECK(status_of(j.dump()) == 422);
   j = run;
   j["model"] = "ece408-high; ls";
@@ -203,6 +204,9 @@ TEST_CASE("the queue: oldest first, output in chunks, a restart queues a running
   spec.args_json = "{}";
   spec.files = {{"student/m2/conv_cpu.cpp", "int x;\n"}};
   const auto first = store.enqueue(spec);
+  int in_flight = 0;
+  CHECK_FALSE(store.enqueue_within(spec, 1, &in_flight));  // alpha is at its limit of 1
+  CHECK(in_flight == 1);
   spec.team = "beta";
   const auto second = store.enqueue(spec);
   CHECK(store.in_flight("alpha") == 1);
