@@ -68,13 +68,15 @@ class Api {
       throw Error("cannot use the server address '" + config.server +
                   "': give it as https://host[:port] (or http:// on a trusted network)");
     }
+    // One connection for the whole follow: through a TLS proxy, each new one is a handshake.
+    http_.set_keep_alive(true);
     http_.set_connection_timeout(10);
     http_.set_read_timeout(60);
     http_.set_write_timeout(60);
   }
 
   // The reply of a call; an unreachable server or an HTTP error is an Error with the server's
-  // message, unless `ok_statuses` lists the status.
+  // message.
   httplib::Result call(const std::string& method, const std::string& path,
                        const std::string& body = "") {
     const httplib::Headers headers{{"Authorization", "Bearer " + config_.token}};

@@ -160,8 +160,9 @@ TEST_CASE("the student release builds and its ctest passes, before and after a c
   CHECK_FALSE(fs::exists(tmp.path() / "again"));
   // The client of the submission service is in the kit; its server is not.
   CHECK(run_command(convlab + " submit --help", &output) == 0);
-  CHECK(output.find("login") != std::string::npos);
-  CHECK(run_command(convlab + " serve --help", &output) == 1);
+  CHECK(output.find("Save the server address and your token") != std::string::npos);
+  CHECK(run_command(convlab + " serve --roster r.csv --db r.sqlite", &output) == 1);
+  CHECK(output.find("A subcommand is required") != std::string::npos);
   CHECK(run_command(convlab + " run m2 --impl solution", &output) == 1);
   const fs::path data = tmp.path() / "data";
   fs::create_directories(data);

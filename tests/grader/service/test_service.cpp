@@ -97,6 +97,32 @@ TEST_CASE("a wrong token is refused (401); failed logins from one address get 42
   CHECK(out.find("HTTP 429") != std::string::npos);
 }
 
+TEST_CASE("issue-token replaces an account's token; bad input to serve is one clear error") {
+  Class c;
+  ServeProcess server(c.dir, {"--cpu-jobs", "0"});
+  const std::string old_token = issued_tokens(c.dir).at("alpha");
+  const std::string issue = shell_quote(convlab_binary().string()) + " serve issue-token --roster " +
+                            shell_quote((c.dir / "roster.csv").string()) + " --db " +
+                            shell_quote((c.dir / "results.sqlite").string());
+  std::string out;
+  REQUIRE(run_command(issue + " --team alpha 2>/dev/null", &out) == 0);
+  const std::string new_token = out.substr(0, out.find('\n'));
+  CHECK(new_token.starts_with("cvl_"));
+  CHECK(new_token != old_token);
+  httplib::Client http(server.url());
+  CHECK(http.Get("/api/v1/jobs", bearer(old_token))->status == 401);
+  CHECK(http.Get("/api/v1/jobs", bearer(new_token))->status == 200);
+  // The database keeps digests only: the token itself is nowhere in it.
+  for (const char* file : {"results.sqlite", "results.sqlite-wal"}) {
+    CHECK(read_file(c.dir / file).find(new_token) == std::string::npos);
+  }
+
+  CHECK(run_command(issue + " --team mallory", &out) == 1);
+  CHECK(out.find("'mallory' is not in the roster") != std::string::npos);
+  CHECK(run_command(shell_quote(convlab_binary().string()) + " serve --port 0", &out) == 1);
+  CHECK(out.find("needs --roster FILE and --db FILE") != std::string::npos);
+}
+
 TEST_CASE("malformed, oversized and disallowed uploads: one clear error each, nothing queued") {
   Class c;
   ServeProcess server(c.dir, {"--cpu-jobs", "0"});
