@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -26,6 +27,12 @@ struct SubmitArgs {
   std::int64_t images = 0;
   std::int64_t job = 0;
   bool no_wait = false;
+};
+
+// The server could not be reached (as opposed to an answer that refuses).
+class Unreachable : public Error {
+ public:
+  using Error::Error;
 };
 
 struct Config {
@@ -84,7 +91,7 @@ class Api {
                               ? http_.Post(path, headers, body, "application/json")
                               : http_.Get(path, headers);
     if (!res) {
-      throw Error("cannot reach the server " + config_.server + ": " +
+      throw Unreachable("cannot reach the server " + config_.server + ": " +
                   httplib::to_string(res.error()) +
                   "; check the address (convlab submit login) and your network");
     }
@@ -181,8 +188,24 @@ int follow(Api& api, std::int64_t id) {
   const std::string base = "/api/v1/jobs/" + std::to_string(id);
   std::int64_t from = 0;
   std::string last_position;
+  // A server that restarts queues the job again: keep following it for a while.
+  constexpr int kPatience = 60;
+  int unreachable = 0;
   for (;;) {
-    const auto res = api.call("GET", base + "/output?from=" + std::to_string(from));
+    std::optional<httplib::Result> reply;
+    try {
+      reply.emplace(api.call("GET", base + "/output?from=" + std::to_string(from)));
+      unreachable = 0;
+    } catch (const Unreachable&) {
+      if (++unreachable > kPatience) throw;
+      if (unreachable == 1) {
+        std::cerr << "convlab submit: lost the server; trying again for " << kPatience
+                  << " s (the job goes on there)\n";
+      }
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      continue;
+    }
+    const httplib::Result& res = *reply;
     std::cout << res->body << std::flush;
     const std::string next = res->get_header_value("X-Convlab-Next");
     if (next.empty() || next.find_first_not_of("0123456789") != std::string::npos) {

@@ -48,7 +48,9 @@ inline void write_file(const std::filesystem::path& p, const std::string& text) 
 /// One `convlab serve` child process. `dir` holds roster.csv, results.sqlite, serve.log.
 class ServeProcess {
  public:
-  ServeProcess(const std::filesystem::path& dir, const std::vector<std::string>& extra)
+  /// `port` 0: an ephemeral one.
+  ServeProcess(const std::filesystem::path& dir, const std::vector<std::string>& extra,
+               int port = 0)
       : dir_(dir) {
     std::filesystem::remove(dir / "port");
     std::vector<std::string> args{convlab_binary().string(),
@@ -58,7 +60,7 @@ class ServeProcess {
                                   "--db",
                                   (dir / "results.sqlite").string(),
                                   "--port",
-                                  "0",
+                                  std::to_string(port),
                                   "--port-file",
                                   (dir / "port").string(),
                                   "--tokens-out",
