@@ -311,6 +311,22 @@ TEST_CASE("a grade job records the run in the results database and keeps its rep
   CHECK(sqlite3_column_double(st, 2) == 0.0);
   CHECK(sqlite3_step(st) == SQLITE_DONE);  // one grade, one row
   sqlite3_finalize(st);
+  // The job's row, and its output stored as it came: in several chunks, not once at the end.
+  REQUIRE(sqlite3_prepare_v2(db,
+                             "SELECT state, attempts, exit_code, started_at IS NOT NULL, "
+                             "finished_at IS NOT NULL, report_json IS NOT NULL, "
+                             "(SELECT count(*) FROM job_output WHERE job_id = 1) "
+                             "FROM jobs WHERE id = 1",
+                             -1, &st, nullptr) == SQLITE_OK);
+  REQUIRE(sqlite3_step(st) == SQLITE_ROW);
+  CHECK(std::string(reinterpret_cast<const char*>(sqlite3_column_text(st, 0))) == "done");
+  CHECK(sqlite3_column_int(st, 1) == 1);
+  CHECK(sqlite3_column_int(st, 2) == 0);
+  CHECK(sqlite3_column_int(st, 3) == 1);
+  CHECK(sqlite3_column_int(st, 4) == 1);
+  CHECK(sqlite3_column_int(st, 5) == 1);
+  CHECK(sqlite3_column_int(st, 6) > 3);
+  sqlite3_finalize(st);
   sqlite3_close(db);
 
   httplib::Client http(server.url());
