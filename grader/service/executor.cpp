@@ -193,8 +193,19 @@ void Executors::run_job(const JobInfo& job, const std::map<std::string, std::str
                                    " executor " + (device == "gpu" ? "on GPU " + settings_.gpus[slot] : std::to_string(slot)) + ")\n");
   std::int64_t read = 0, kept = 0;
   bool capped = false;
-  const auto forward = [&] {
-    std::string text = read_from(log, read);
+  // Whole lines only, so that the job folder's path, which says nothing to a team and shows the
+  // server's layout, is never split across chunks and can be shortened to "job/".
+  std::string pending;
+  const std::string job_dir = dir.string() + "/";
+  const auto forward = [&](bool last) {
+    pending += read_from(log, read);
+    const std::size_t end = last ? pending.size() : pending.rfind('\n') + 1;
+    if (end == 0) return;  // no whole line yet (rfind's npos + 1 wraps to 0 too)
+    std::string text = pending.substr(0, end);
+    pending.erase(0, end);
+    for (std::size_t at; (at = text.find(job_dir)) != std::string::npos;) {
+      text.replace(at, job_dir.size(), "job/");
+    }
     if (capped || text.empty()) return;
     if (kept + static_cast<std::int64_t>(text.size()) > kMaxOutputBytes) {
       text.resize(static_cast<std::size_t>(kMaxOutputBytes - kept));
@@ -212,7 +223,7 @@ void Executors::run_job(const JobInfo& job, const std::map<std::string, std::str
   while (!(status = child.poll())) {
     if (stopping_) {
       child.kill_all();
-      forward();
+      forward(true);
       return;  // left running: the next start queues it again
     }
     if (std::chrono::steady_clock::now() - start >
@@ -222,10 +233,10 @@ void Executors::run_job(const JobInfo& job, const std::map<std::string, std::str
       status = child.poll();
       break;
     }
-    forward();
+    forward(false);
     std::this_thread::sleep_for(250ms);
   }
-  forward();
+  forward(true);
 
   std::optional<std::string> report;
   if (std::ifstream in(out / "report.json", std::ios::binary); in) {

@@ -210,6 +210,9 @@ TEST_CASE("two teams submit at once: each gets its own result and cannot see the
   CHECK(a.find("grading alpha, milestone m2") != std::string::npos);
   CHECK(a.find("elementwise/cpu: passed") != std::string::npos);
   CHECK(a.find("beta") == std::string::npos);
+  // The server's folders are not shown: the job's own files are "job/...".
+  CHECK(a.find(c.dir.string()) == std::string::npos);
+  CHECK(a.find("building job/submission") != std::string::npos);
   CHECK(b.ends_with("\n1\n"));  // the stub fails its check: exit 1
   CHECK(b.find("grading beta, milestone m2") != std::string::npos);
   CHECK(b.find("alpha") == std::string::npos);
