@@ -188,9 +188,11 @@ void Executors::run_job(const JobInfo& job, const std::map<std::string, std::str
   std::vector<std::string> env;
   if (device == "gpu") env.push_back("CUDA_VISIBLE_DEVICES=" + settings_.gpus[slot]);
 
+  const std::string where =
+      device == "gpu" ? "on GPU " + settings_.gpus[slot] : "CPU slot " + std::to_string(slot);
   store_.append_output(job.id, "[convlab serve] job " + std::to_string(job.id) + ": " +
-                                   job.command + " " + job.milestone + " started (" + device +
-                                   " executor " + (device == "gpu" ? "on GPU " + settings_.gpus[slot] : std::to_string(slot)) + ")\n");
+                                   job.command + " " + job.milestone + " started (" + where +
+                                   ")\n");
   std::int64_t read = 0, kept = 0;
   bool capped = false;
   // Whole lines only, so that the job folder's path, which says nothing to a team and shows the
@@ -199,7 +201,9 @@ void Executors::run_job(const JobInfo& job, const std::map<std::string, std::str
   const std::string job_dir = dir.string() + "/";
   const auto forward = [&](bool last) {
     pending += read_from(log, read);
-    const std::size_t end = last ? pending.size() : pending.rfind('\n') + 1;
+    // A line longer than 64 KiB goes out as it is rather than wait.
+    const bool all = last || pending.size() > (64u << 10);
+    const std::size_t end = all ? pending.size() : pending.rfind('\n') + 1;
     if (end == 0) return;  // no whole line yet (rfind's npos + 1 wraps to 0 too)
     std::string text = pending.substr(0, end);
     pending.erase(0, end);
