@@ -4,8 +4,9 @@
 # empty: no folder is tested for existence anywhere.
 set(CONVLAB_HAVE_SOLUTIONS ON)
 # Added after the framework and the grader: the staff solutions, class grading (grade-all,
-# ingest), the release tool, the staff tools (trainer, calibrator).
-set(CONVLAB_STAFF_DIRS reference/solutions grader/class grader/release tools)
+# ingest), the release tool, the staff tools (trainer, calibrator), the submission service
+# (convlab serve; it uses the staff tools' SHA-256, so it comes after them).
+set(CONVLAB_STAFF_DIRS reference/solutions grader/class grader/release tools grader/service)
 # Added by tests/CMakeLists.txt: the grader's suites (hostile submissions and working
 # convolutions among them) and the staff tools' tests.
 set(CONVLAB_STAFF_TEST_DIRS tests/grader tests/tools)

@@ -11,10 +11,11 @@ cd "$(dirname "$0")/.."
 sudo=""
 if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
 # libsqlite3-dev: the grader's results database; chromium: the leaderboard page's rendering test;
-# binutils: nm, which the grader uses to check a submission's symbols; ccache: every build of this
+# libcpp-httplib-dev: HTTP for `convlab serve` and `convlab submit`; binutils: nm, which the grader
+# uses to check a submission's symbols; ccache: every build of this
 # tree, of the student kit and of the grader's framework copy reuses what another compiled.
 packages=(cmake ninja-build g++ pkg-config binutils ccache zlib1g-dev nlohmann-json3-dev
-          libcli11-dev doctest-dev libsqlite3-dev doxygen dataset-fashion-mnist chromium)
+          libcli11-dev doctest-dev libcpp-httplib-dev libsqlite3-dev doxygen dataset-fashion-mnist chromium)
 echo "== installing packages: ${packages[*]}"
 $sudo apt-get update -qq
 DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${packages[@]}"

@@ -129,6 +129,41 @@ ALTER TABLE runs ADD COLUMN allow_degraded INTEGER CHECK (allow_degraded IN (0, 
 ALTER TABLE runs ADD COLUMN degraded_features TEXT;  -- JSON array of strings
 )sql",
      backfill_report_ids},
+    // v4: the submission service (convlab serve): each team's token, as its SHA-256 only; the
+    // job queue, persistent so that a restart loses no job; each job's output in chunks, so a
+    // client can follow it while it grows.
+    {4, R"sql(
+CREATE TABLE service_tokens (
+  team      TEXT PRIMARY KEY,
+  sha256    TEXT NOT NULL UNIQUE,
+  issued_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))
+);
+CREATE TABLE jobs (
+  id           INTEGER PRIMARY KEY,
+  team         TEXT NOT NULL,
+  command      TEXT NOT NULL CHECK (command IN ('check', 'run', 'grade')),
+  milestone    TEXT NOT NULL,
+  args_json    TEXT NOT NULL,  -- JSON object: the validated arguments (variant, model, images)
+  files_json   TEXT NOT NULL,  -- JSON object: path in the checkout -> content
+  device       TEXT NOT NULL CHECK (device IN ('cpu', 'gpu')),
+  state        TEXT NOT NULL CHECK (state IN ('queued', 'running', 'done', 'failed')),
+  attempts     INTEGER NOT NULL DEFAULT 0,
+  exit_code    INTEGER,
+  error        TEXT NOT NULL DEFAULT '',
+  report_json  TEXT,
+  submitted_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now')),
+  started_at   TEXT,
+  finished_at  TEXT
+);
+CREATE INDEX jobs_by_state ON jobs (state, device, id);
+CREATE INDEX jobs_by_team ON jobs (team, id);
+CREATE TABLE job_output (
+  job_id INTEGER NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+  start  INTEGER NOT NULL,  -- byte offset of this chunk in the job's whole output
+  chunk  BLOB NOT NULL,
+  PRIMARY KEY (job_id, start)
+);
+)sql"},
 };
 
 constexpr int kCurrentVersion = kMigrations[std::size(kMigrations) - 1].version;

@@ -46,6 +46,7 @@ const std::map<std::string, std::string> kStaffOnly{
     {"docs/instructor.md", "instructor guide"},
     {"grader/class", "class grading (staff)"},
     {"grader/release", "the release tool (staff)"},
+    {"grader/service", "the submission service's server (staff; the kit has its client)"},
     {"grader/gradescope", "Gradescope autograder scripts (staff)"},
     {"tests/grader", "grader tests (staff: hostile submissions, staff code, staff tools)"},
     {"tests/tools", "tests of staff tools"},

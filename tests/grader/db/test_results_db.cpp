@@ -613,7 +613,7 @@ VALUES (4, 'old', 'm2', '/s', '2025-01-01T00:00:00Z', 1, '1', 3, 5, 'cpu', 'ece4
     c.exec(sql);
   }
   ResultsDb db(file);
-  CHECK(db.schema_version() == 3);
+  CHECK(db.schema_version() == ResultsDb::current_schema_version());
   CHECK(db.load_run(4)->report_id == report_id(report).value());
   CHECK(db.load_run(5)->report_id.empty());
   CHECK_FALSE(db.load_run(4)->allow_degraded);
@@ -625,4 +625,34 @@ VALUES (4, 'old', 'm2', '/s', '2025-01-01T00:00:00Z', 1, '1', 3, 5, 'cpu', 'ece4
   CHECK_THROWS(
       c.exec("UPDATE runs SET report_id = (SELECT report_id FROM runs WHERE id = 4) "
              "WHERE id = 5"));
+}
+
+TEST_CASE("v4 adds the submission service's tables; a v3 file keeps its runs") {
+  test::TempDir dir;
+  const fs::path file = dir.path() / "v3.sqlite";
+  {
+    ResultsDbOptions v3;
+    v3.migrate_to = 3;
+    ResultsDb db(file, v3);
+  }
+  {
+    sqlite::Connection c(file, false);
+    CHECK(count(c, "SELECT count(*) FROM sqlite_schema WHERE name = 'jobs'") == 0);
+  }
+  ResultsDb db(file);
+  CHECK(db.schema_version() >= 4);
+  sqlite::Connection c(file, false);
+  for (const char* table : {"service_tokens", "jobs", "job_output"}) {
+    CAPTURE(table);
+    CHECK(count(c, std::string("SELECT count(*) FROM sqlite_schema WHERE name = '") + table +
+                       "'") == 1);
+  }
+  c.exec("INSERT INTO jobs (team, command, milestone, args_json, files_json, device, state) "
+         "VALUES ('a', 'check', 'm2', '{}', '{}', 'cpu', 'queued')");
+  // Only the four states and the three commands exist.
+  CHECK_THROWS(c.exec("UPDATE jobs SET state = 'lost'"));
+  CHECK_THROWS(c.exec("UPDATE jobs SET command = 'shell'"));
+  // A token's digest belongs to one account.
+  c.exec("INSERT INTO service_tokens (team, sha256) VALUES ('a', 'x')");
+  CHECK_THROWS(c.exec("INSERT INTO service_tokens (team, sha256) VALUES ('b', 'x')"));
 }

@@ -31,7 +31,8 @@ fs::path make_fake_tree(const fs::path& root) {
   for (const char* f :
        {"CMakeLists.txt", "README.md", ".gitignore", "student/m2/conv_cpu.cpp",
         "reference/core/error.hpp", "docs/student.md", "tools/setup.sh", "grader/grade/grade.hpp",
-        "tests/grader/grade/test_grade.cpp", "datasets/fetch-fashion-mnist.sh"}) {
+        "grader/submit/submit_command.cpp", "tests/grader/grade/test_grade.cpp",
+        "datasets/fetch-fashion-mnist.sh"}) {
     write(root / f);
   }
   fs::permissions(root / "datasets/fetch-fashion-mnist.sh", fs::perms::owner_exec,
@@ -62,6 +63,7 @@ fs::path make_fake_tree(const fs::path& root) {
                         "tools/CMakeLists.txt",
                         "grader/class/grade_all.cpp",
                         "grader/release/release.cpp",
+                        "grader/service/server.cpp",
                         "grader/gradescope/run_autograder",
                         "tests/tools/test_trainer.cpp",
                         "tests/grader/release/test_release.cpp",
@@ -116,6 +118,7 @@ TEST_CASE("the release holds the team's files and nothing staff-only") {
                                        "datasets/models/two-conv.safetensors",
                                        "docs/student.md",
                                        "grader/grade/grade.hpp",
+                                       "grader/submit/submit_command.cpp",
                                        "milestones/final/checks.json",
                                        "milestones/m1/checks.json",
                                        "milestones/m2/checks.json",

@@ -91,13 +91,13 @@ TEST_CASE("the student release builds and its ctest passes, before and after a c
   for (const char* staff :
        {"reference/solutions", "docs/instructor.md", "tools/train", "tools/calibrate",
         "tools/CMakeLists.txt", "grader/class", "grader/release", "grader/gradescope",
-        "tests/grader", "tests/tools", ".git", ".data", "build"}) {
+        "grader/service", "tests/grader", "tests/tools", ".git", ".data", "build"}) {
     CHECK_MESSAGE(!fs::exists(kit / staff), staff);
   }
   for (const char* team :
        {"student/m2/conv_cpu.cpp", "milestones/m2/README.md", "docs/student.md", "tools/setup.sh",
         "tools/gpu-check.sh", "CMakePresets.json", "LICENSE", "CHANGELOG.md",
-        "datasets/fetch-fashion-mnist.sh", "RELEASE"}) {
+        "datasets/fetch-fashion-mnist.sh", "grader/submit/submit_command.cpp", "RELEASE"}) {
     CHECK_MESSAGE(fs::exists(kit / team), team);
   }
   // The kit's own README and scripts: nothing staff-only in them.
@@ -158,6 +158,11 @@ TEST_CASE("the student release builds and its ctest passes, before and after a c
   const std::string convlab = in_kit + "build/" + preset + "/reference/driver/convlab";
   CHECK(run_command(convlab + " release --out " + quoted(tmp.path() / "again"), &output) == 1);
   CHECK_FALSE(fs::exists(tmp.path() / "again"));
+  // The client of the submission service is in the kit; its server is not.
+  CHECK(run_command(convlab + " submit --help", &output) == 0);
+  CHECK(output.find("Save the server address and your token") != std::string::npos);
+  CHECK(run_command(convlab + " serve --roster r.csv --db r.sqlite", &output) == 1);
+  CHECK(output.find("A subcommand is required") != std::string::npos);
   CHECK(run_command(convlab + " run m2 --impl solution", &output) == 1);
   const fs::path data = tmp.path() / "data";
   fs::create_directories(data);

@@ -11,10 +11,11 @@ cd "$(dirname "$0")/.."
 
 sudo=""
 if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
-# binutils: nm, which `convlab grade` uses to check your code's symbols; ccache: rebuilds (and
+# libcpp-httplib-dev: HTTP for `convlab submit` (the course's GPUs); binutils: nm, which
+# `convlab grade` uses to check your code's symbols; ccache: rebuilds (and
 # the framework copy each local grade builds) reuse what was compiled before.
 packages=(cmake ninja-build g++ pkg-config binutils ccache zlib1g-dev nlohmann-json3-dev
-          libcli11-dev doctest-dev dataset-fashion-mnist)
+          libcli11-dev doctest-dev libcpp-httplib-dev dataset-fashion-mnist)
 echo "== installing packages: ${packages[*]}"
 $sudo apt-get update -qq
 DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${packages[@]}"

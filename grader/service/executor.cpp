@@ -1,0 +1,272 @@
+#include "grader/service/executor.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "reference/core/error.hpp"
+
+extern char** environ;
+
+namespace convlab::service {
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Output kept per job: a grade caps each check's output far below this.
+constexpr std::int64_t kMaxOutputBytes = 8 << 20;
+
+// A child started with posix_spawn: safe in a threaded server, where fork followed by anything
+// but exec is not. Its own process group, so a kill reaches all it started; stdin from
+// /dev/null, stdout and stderr into `log`, no descriptor of the server inherited.
+class Child {
+ public:
+  Child(const fs::path& program, const std::vector<std::string>& args, const fs::path& log,
+        const std::vector<std::string>& extra_env) {
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(),
+                                     O_WRONLY | O_CREAT | O_APPEND, 0600);
+    posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+    posix_spawn_file_actions_addclosefrom_np(&actions, 3);
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    sigset_t none, defaults;
+    sigemptyset(&none);
+    sigemptyset(&defaults);
+    sigaddset(&defaults, SIGINT);
+    sigaddset(&defaults, SIGTERM);
+    sigaddset(&defaults, SIGPIPE);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setsigdefault(&attr, &defaults);
+    posix_spawnattr_setpgroup(&attr, 0);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
+                                        POSIX_SPAWN_SETSIGDEF);
+
+    std::vector<std::string> argv_text{program.string()};
+    argv_text.insert(argv_text.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (std::string& a : argv_text) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    std::vector<std::string> env_text;
+    for (char** e = environ; *e != nullptr; ++e) {
+      bool replaced = false;
+      for (const std::string& x : extra_env) {
+        replaced = replaced || std::strncmp(*e, x.c_str(), x.find('=') + 1) == 0;
+      }
+      if (!replaced) env_text.emplace_back(*e);
+    }
+    env_text.insert(env_text.end(), extra_env.begin(), extra_env.end());
+    std::vector<char*> envp;
+    for (std::string& e : env_text) envp.push_back(e.data());
+    envp.push_back(nullptr);
+
+    const int rc = posix_spawn(&pid_, program.c_str(), &actions, &attr, argv.data(), envp.data());
+    posix_spawn_file_actions_destroy(&actions);
+    posix_spawnattr_destroy(&attr);
+    if (rc != 0) throw Error("cannot start " + program.string() + ": " + std::strerror(rc));
+  }
+  ~Child() {
+    if (!status_) kill_all();
+  }
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
+
+  /// The wait status once the child ended.
+  std::optional<int> poll() {
+    if (status_) return status_;
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) status_ = status;
+    return status_;
+  }
+  void kill_all() {
+    if (status_) return;
+    kill(-pid_, SIGKILL);
+    int status = 0;
+    while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+    status_ = status;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  std::optional<int> status_;
+};
+
+// The bytes `log` gained since `offset`.
+std::string read_from(const fs::path& log, std::int64_t& offset) {
+  std::ifstream in(log, std::ios::binary);
+  if (!in) return "";
+  in.seekg(offset);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  offset += static_cast<std::int64_t>(text.size());
+  return text;
+}
+
+// A check or run job fails when a check it ran failed; the grade itself exits 0 for any score.
+int job_exit_code(const JobInfo& job, int grade_exit, const std::optional<std::string>& report) {
+  if (grade_exit != 0 || job.command == "grade" || !report) return grade_exit;
+  const auto j = nlohmann::json::parse(*report, nullptr, false);
+  if (!j.is_object() || !j.contains("checks") || !j["checks"].is_array()) return grade_exit;
+  for (const auto& c : j["checks"]) {
+    if (c.value("status", "") == "failed") return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+Executors::Executors(JobStore& store, ExecutorSettings settings)
+    : store_(store), settings_(std::move(settings)) {
+  for (int g = 0; g < static_cast<int>(settings_.gpus.size()); ++g) {
+    threads_.emplace_back([this, g] { loop("gpu", g); });
+  }
+  for (int c = 0; c < settings_.cpu_jobs; ++c) {
+    threads_.emplace_back([this, c] { loop("cpu", c); });
+  }
+}
+
+Executors::~Executors() { stop(); }
+
+void Executors::notify() { wake_.notify_all(); }
+
+void Executors::stop() {
+  stopping_ = true;
+  wake_.notify_all();
+  for (std::thread& t : threads_) {
+    if (t.joinable()) t.join();
+  }
+}
+
+void Executors::loop(const std::string& device, int slot) {
+  while (!stopping_) {
+    std::optional<std::pair<JobInfo, std::map<std::string, std::string>>> job;
+    try {
+      job = store_.claim(device);
+    } catch (const std::exception& e) {
+      std::cerr << "convlab serve: cannot take a job from the queue: " << e.what() << std::endl;
+    }
+    if (!job) {
+      std::unique_lock lock(mutex_);
+      wake_.wait_for(lock, 500ms);
+      continue;
+    }
+    try {
+      run_job(job->first, job->second, device, slot);
+    } catch (const std::exception& e) {
+      // The service failed the job (disk full, a database error): the team reads why.
+      try {
+        store_.append_output(job->first.id, std::string("\n[convlab serve] ") + e.what() + "\n");
+        store_.finish(job->first.id, "failed", std::nullopt, e.what(), std::nullopt);
+      } catch (const std::exception& again) {
+        std::cerr << "convlab serve: job " << job->first.id << ": " << again.what() << std::endl;
+      }
+    }
+  }
+}
+
+void Executors::run_job(const JobInfo& job, const std::map<std::string, std::string>& files,
+                        const std::string& device, int slot) {
+  const fs::path dir =
+      settings_.work / ("job-" + std::to_string(job.id) + "-" + std::to_string(job.attempts));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const fs::path submission = dir / "submission", out = dir / "out", log = dir / "output.log";
+  write_job_files(files, submission);
+  const std::vector<std::string> args = grade_arguments(job, settings_.grade, submission, out);
+  std::vector<std::string> env;
+  if (device == "gpu") env.push_back("CUDA_VISIBLE_DEVICES=" + settings_.gpus[slot]);
+
+  const std::string where =
+      device == "gpu" ? "on GPU " + settings_.gpus[slot] : "CPU slot " + std::to_string(slot);
+  store_.append_output(job.id, "[convlab serve] job " + std::to_string(job.id) + ": " +
+                                   job.command + " " + job.milestone + " started (" + where +
+                                   ")\n");
+  std::int64_t read = 0, kept = 0;
+  bool capped = false;
+  // Whole lines only, so that the job folder's path, which says nothing to a team and shows the
+  // server's layout, is never split across chunks and can be shortened to "job/".
+  std::string pending;
+  const std::string job_dir = dir.string() + "/";
+  const auto forward = [&](bool last) {
+    pending += read_from(log, read);
+    // A line longer than 64 KiB goes out as it is rather than wait.
+    const bool all = last || pending.size() > (64u << 10);
+    const std::size_t end = all ? pending.size() : pending.rfind('\n') + 1;
+    if (end == 0) return;  // no whole line yet (rfind's npos + 1 wraps to 0 too)
+    std::string text = pending.substr(0, end);
+    pending.erase(0, end);
+    for (std::size_t at; (at = text.find(job_dir)) != std::string::npos;) {
+      text.replace(at, job_dir.size(), "job/");
+    }
+    if (capped || text.empty()) return;
+    if (kept + static_cast<std::int64_t>(text.size()) > kMaxOutputBytes) {
+      text.resize(static_cast<std::size_t>(kMaxOutputBytes - kept));
+      text += "\n[convlab serve] output capped at 8 MiB; the rest is not kept\n";
+      capped = true;
+    }
+    kept += static_cast<std::int64_t>(text.size());
+    store_.append_output(job.id, text);
+  };
+
+  Child child(settings_.program, args, log, env);
+  const auto start = std::chrono::steady_clock::now();
+  std::optional<int> status;
+  bool timed_out = false;
+  while (!(status = child.poll())) {
+    if (stopping_) {
+      child.kill_all();
+      forward(true);
+      return;  // left running: the next start queues it again
+    }
+    if (std::chrono::steady_clock::now() - start >
+        std::chrono::duration<double>(settings_.time_limit_s)) {
+      child.kill_all();
+      timed_out = true;
+      status = child.poll();
+      break;
+    }
+    forward(false);
+    std::this_thread::sleep_for(250ms);
+  }
+  forward(true);
+
+  std::optional<std::string> report;
+  if (std::ifstream in(out / "report.json", std::ios::binary); in) {
+    std::stringstream s;
+    s << in.rdbuf();
+    report = s.str();
+  }
+  if (timed_out) {
+    const std::string why = "stopped after the service's limit of " +
+                            std::to_string(static_cast<int>(settings_.time_limit_s)) + " s";
+    store_.append_output(job.id, "\n[convlab serve] " + why + "\n");
+    store_.finish(job.id, "failed", std::nullopt, why, report);
+  } else if (WIFSIGNALED(*status)) {
+    const std::string why = "the grader was killed by signal " + std::to_string(WTERMSIG(*status));
+    store_.append_output(job.id, "\n[convlab serve] " + why + "\n");
+    store_.finish(job.id, "failed", std::nullopt, why, report);
+  } else {
+    const int code = job_exit_code(job, WEXITSTATUS(*status), report);
+    store_.append_output(job.id, "\n[convlab serve] job " + std::to_string(job.id) +
+                                     " finished: exit status " + std::to_string(code) + "\n");
+    store_.finish(job.id, "done", code, "", report);
+  }
+  if (!settings_.keep_work) {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+}
+
+}  // namespace convlab::service

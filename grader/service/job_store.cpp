@@ -1,0 +1,298 @@
+#include "grader/service/job_store.hpp"
+
+#include <chrono>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "grader/db/results_db.hpp"
+#include "grader/db/sqlite.hpp"
+
+namespace convlab::service {
+using grader::sqlite::Connection;
+using grader::sqlite::Statement;
+using grader::sqlite::Transaction;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr const char* kNow = "strftime('%Y-%m-%dT%H:%M:%SZ', 'now')";
+constexpr const char* kColumns =
+    "id, team, command, milestone, device, args_json, state, attempts, exit_code, error, "
+    "submitted_at, started_at, finished_at, report_json IS NOT NULL";
+
+JobInfo read_job(const Statement& st) {
+  JobInfo j;
+  j.id = st.int64(0);
+  j.team = st.text(1);
+  j.command = st.text(2);
+  j.milestone = st.text(3);
+  j.device = st.text(4);
+  j.args_json = st.text(5);
+  j.state = st.text(6);
+  j.attempts = static_cast<int>(st.int64(7));
+  if (auto code = st.optional_int64(8)) j.exit_code = static_cast<int>(*code);
+  j.error = st.text(9);
+  j.submitted_at = st.text(10);
+  j.started_at = st.text(11);
+  j.finished_at = st.text(12);
+  j.has_report = st.int64(13) != 0;
+  return j;
+}
+
+// Every write retries while a grade child process holds the database's write lock.
+template <typename Body>
+auto write(Connection& conn, Body&& body) {
+  return grader::sqlite::with_busy_retry(conn, 120s, [&] {
+    Transaction tx(conn);
+    auto result = body();
+    tx.commit();
+    return result;
+  });
+}
+
+std::int64_t output_end(Connection& conn, std::int64_t id) {
+  Statement st = conn.prepare(
+      "SELECT coalesce(max(start + length(CAST(chunk AS BLOB))), 0) FROM job_output "
+      "WHERE job_id = ?1");
+  st.bind(1, id);
+  return st.step() ? st.int64(0) : 0;
+}
+
+void append_locked(Connection& conn, std::int64_t id, const std::string& text) {
+  if (text.empty()) return;
+  Statement st = conn.prepare("INSERT INTO job_output (job_id, start, chunk) VALUES (?1, ?2, ?3)");
+  st.bind(1, id).bind(2, output_end(conn, id)).bind(3, text);
+  st.run();
+}
+
+}  // namespace
+
+struct JobStore::Impl {
+  Connection conn;
+  explicit Impl(const std::filesystem::path& db) : conn(db, false) {
+    conn.set_busy_timeout(5000ms);
+    conn.exec("PRAGMA foreign_keys = ON");
+  }
+};
+
+JobStore::JobStore(const std::filesystem::path& db) {
+  // Creates the file or migrates it to the schema that has the service's tables.
+  { grader::ResultsDb migrate(db); }
+  impl_ = std::make_unique<Impl>(db);
+}
+
+JobStore::~JobStore() = default;
+
+std::optional<std::string> JobStore::team_of_digest(const std::string& digest) {
+  const std::lock_guard lock(mutex_);
+  Statement st = impl_->conn.prepare("SELECT team FROM service_tokens WHERE sha256 = ?1");
+  st.bind(1, digest);
+  if (!st.step()) return std::nullopt;
+  return st.text(0);
+}
+
+bool JobStore::has_token(const std::string& team) {
+  const std::lock_guard lock(mutex_);
+  Statement st = impl_->conn.prepare("SELECT 1 FROM service_tokens WHERE team = ?1");
+  st.bind(1, team);
+  return st.step();
+}
+
+void JobStore::set_token(const std::string& team, const std::string& digest) {
+  const std::lock_guard lock(mutex_);
+  write(impl_->conn, [&] {
+    Statement st = impl_->conn.prepare(
+        std::string("INSERT INTO service_tokens (team, sha256) VALUES (?1, ?2) "
+                    "ON CONFLICT (team) DO UPDATE SET sha256 = ?2, issued_at = ") +
+        kNow);
+    st.bind(1, team).bind(2, digest);
+    st.run();
+    return 0;
+  });
+}
+
+std::int64_t JobStore::enqueue(const JobSpec& job) {
+  int count = 0;
+  return *enqueue_within(job, std::numeric_limits<int>::max(), &count);
+}
+
+std::optional<std::int64_t> JobStore::enqueue_within(const JobSpec& job, int limit,
+                                                     int* in_flight) {
+  nlohmann::json files = nlohmann::json::object();
+  for (const auto& [path, content] : job.files) files[path] = content;
+  const std::string files_json = files.dump();
+  const std::lock_guard lock(mutex_);
+  return write(impl_->conn, [&]() -> std::optional<std::int64_t> {
+    {
+      Statement count = impl_->conn.prepare(
+          "SELECT count(*) FROM jobs WHERE team = ?1 AND state IN ('queued', 'running')");
+      count.bind(1, job.team);
+      *in_flight = count.step() ? static_cast<int>(count.int64(0)) : 0;
+    }
+    if (*in_flight >= limit) return std::nullopt;
+    Statement st = impl_->conn.prepare(
+        "INSERT INTO jobs (team, command, milestone, device, args_json, files_json, state) "
+        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'queued')");
+    st.bind(1, job.team).bind(2, job.command).bind(3, job.milestone).bind(4, job.device);
+    st.bind(5, job.args_json).bind(6, files_json);
+    st.run();
+    return impl_->conn.last_insert_rowid();
+  });
+}
+
+int JobStore::in_flight(const std::string& team) {
+  const std::lock_guard lock(mutex_);
+  Statement st = impl_->conn.prepare(
+      "SELECT count(*) FROM jobs WHERE team = ?1 AND state IN ('queued', 'running')");
+  st.bind(1, team);
+  return st.step() ? static_cast<int>(st.int64(0)) : 0;
+}
+
+int JobStore::position(std::int64_t id) {
+  const std::lock_guard lock(mutex_);
+  Statement st = impl_->conn.prepare(
+      "SELECT count(*) FROM jobs AS q, jobs AS me WHERE me.id = ?1 AND me.state = 'queued' "
+      "AND q.state = 'queued' AND q.device = me.device AND q.id <= me.id");
+  st.bind(1, id);
+  return st.step() ? static_cast<int>(st.int64(0)) : 0;
+}
+
+std::optional<JobInfo> JobStore::get(std::int64_t id) {
+  const std::lock_guard lock(mutex_);
+  Statement st = impl_->conn.prepare(std::string("SELECT ") + kColumns + " FROM jobs WHERE id = ?1");
+  st.bind(1, id);
+  if (!st.step()) return std::nullopt;
+  return read_job(st);
+}
+
+std::vector<JobInfo> JobStore::list(const std::string& team, int limit) {
+  const std::lock_guard lock(mutex_);
+  Statement st = impl_->conn.prepare(std::string("SELECT ") + kColumns +
+                                     " FROM jobs WHERE ?1 = '' OR team = ?1 ORDER BY id DESC "
+                                     "LIMIT ?2");
+  st.bind(1, team).bind(2, limit);
+  std::vector<JobInfo> out;
+  while (st.step()) out.push_back(read_job(st));
+  return out;
+}
+
+std::optional<std::string> JobStore::report(std::int64_t id) {
+  const std::lock_guard lock(mutex_);
+  Statement st = impl_->conn.prepare("SELECT report_json FROM jobs WHERE id = ?1");
+  st.bind(1, id);
+  if (!st.step() || st.is_null(0)) return std::nullopt;
+  return st.text(0);
+}
+
+std::optional<std::pair<JobInfo, std::map<std::string, std::string>>> JobStore::claim(
+    const std::string& device) {
+  const std::lock_guard lock(mutex_);
+  return write(impl_->conn,
+               [&]() -> std::optional<std::pair<JobInfo, std::map<std::string, std::string>>> {
+                 std::int64_t id = 0;
+                 {
+                   Statement st = impl_->conn.prepare(
+                       "SELECT id FROM jobs WHERE state = 'queued' AND device = ?1 "
+                       "ORDER BY id LIMIT 1");
+                   st.bind(1, device);
+                   if (!st.step()) return std::nullopt;
+                   id = st.int64(0);
+                 }
+                 {
+                   Statement st = impl_->conn.prepare(
+                       std::string("UPDATE jobs SET state = 'running', attempts = attempts + 1, "
+                                   "started_at = ") +
+                       kNow + " WHERE id = ?1");
+                   st.bind(1, id);
+                   st.run();
+                 }
+                 Statement st = impl_->conn.prepare(std::string("SELECT ") + kColumns +
+                                                    ", files_json FROM jobs WHERE id = ?1");
+                 st.bind(1, id);
+                 st.step();
+                 std::map<std::string, std::string> files;
+                 const auto j = nlohmann::json::parse(st.text(14), nullptr, false);
+                 if (j.is_object()) {
+                   for (const auto& [path, content] : j.items()) {
+                     if (content.is_string()) files[path] = content.get<std::string>();
+                   }
+                 }
+                 return std::make_pair(read_job(st), files);
+               });
+}
+
+void JobStore::append_output(std::int64_t id, const std::string& text) {
+  if (text.empty()) return;
+  const std::lock_guard lock(mutex_);
+  write(impl_->conn, [&] {
+    append_locked(impl_->conn, id, text);
+    return 0;
+  });
+}
+
+OutputSlice JobStore::output(std::int64_t id, std::int64_t from) {
+  const std::lock_guard lock(mutex_);
+  Statement st = impl_->conn.prepare(
+      "SELECT start, chunk FROM job_output WHERE job_id = ?1 "
+      "AND start + length(CAST(chunk AS BLOB)) > ?2 ORDER BY start");
+  st.bind(1, id).bind(2, from);
+  OutputSlice out;
+  out.next = std::max<std::int64_t>(from, 0);
+  while (st.step()) {
+    const std::int64_t start = st.int64(0);
+    std::string chunk = st.text(1);
+    if (start < out.next) chunk.erase(0, static_cast<std::size_t>(out.next - start));
+    out.text += chunk;
+    out.next = start + static_cast<std::int64_t>(st.text(1).size());
+  }
+  return out;
+}
+
+void JobStore::finish(std::int64_t id, const std::string& state, std::optional<int> exit_code,
+                      const std::string& error, const std::optional<std::string>& report_json) {
+  const std::lock_guard lock(mutex_);
+  write(impl_->conn, [&] {
+    Statement st = impl_->conn.prepare(
+        std::string("UPDATE jobs SET state = ?2, exit_code = ?3, error = ?4, report_json = ?5, "
+                    "finished_at = ") +
+        kNow + " WHERE id = ?1");
+    st.bind(1, id).bind(2, state).bind(3, exit_code ? std::optional<std::int64_t>(*exit_code)
+                                                    : std::nullopt);
+    st.bind(4, error).bind(5, report_json);
+    st.run();
+    return 0;
+  });
+}
+
+int JobStore::recover_interrupted() {
+  const std::lock_guard lock(mutex_);
+  return write(impl_->conn, [&] {
+    std::vector<std::pair<std::int64_t, int>> running;
+    {
+      Statement st = impl_->conn.prepare("SELECT id, attempts FROM jobs WHERE state = 'running'");
+      while (st.step()) running.emplace_back(st.int64(0), static_cast<int>(st.int64(1)));
+    }
+    for (const auto& [id, attempts] : running) {
+      const bool again = attempts < kMaxAttempts;
+      append_locked(impl_->conn, id,
+                    again ? "\n[convlab serve] the server stopped while this job ran; it is "
+                            "queued again (attempt " +
+                                std::to_string(attempts + 1) + " of " +
+                                std::to_string(kMaxAttempts) + ")\n"
+                          : "\n[convlab serve] the server stopped while this job ran; it was "
+                            "started " +
+                                std::to_string(attempts) +
+                                " times, the most a job gets: submit it anew\n");
+      Statement st = impl_->conn.prepare(
+          again ? std::string("UPDATE jobs SET state = 'queued', started_at = NULL WHERE id = ?1")
+                : std::string("UPDATE jobs SET state = 'failed', error = 'interrupted by "
+                              "restarts', finished_at = ") +
+                      kNow + " WHERE id = ?1");
+      st.bind(1, id);
+      st.run();
+    }
+    return static_cast<int>(running.size());
+  });
+}
+
+}  // namespace convlab::service

@@ -1,0 +1,100 @@
+/// @file
+/// @brief The service's tables in the results database (schema v4): team tokens, the job
+/// queue, and each job's output in chunks. One connection, shared by the web handlers and the
+/// executors under a lock: every call is a short statement or transaction.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace convlab::service {
+
+/// A job as a team submits it; every field already validated (job_request.hpp).
+struct JobSpec {
+  std::string team;
+  std::string command;    ///< check, run or grade
+  std::string milestone;  ///< m2, m3, final
+  std::string device;     ///< cpu or gpu: which executor takes it
+  std::string args_json;  ///< {"variant": ..., "model": ..., "images": ...}, each optional
+  std::map<std::string, std::string> files;  ///< path in the checkout -> content
+};
+
+/// A job as the queue holds it (its files left out).
+struct JobInfo {
+  std::int64_t id = 0;
+  std::string team, command, milestone, device, args_json;
+  std::string state;  ///< queued, running, done or failed
+  int attempts = 0;   ///< how many times an executor started it
+  std::optional<int> exit_code;
+  std::string error;  ///< why it failed, when the service (not the job) failed it
+  std::string submitted_at, started_at, finished_at;
+  bool has_report = false;
+};
+
+/// Output of a job from a byte offset on.
+struct OutputSlice {
+  std::string text;
+  std::int64_t next = 0;  ///< the offset to ask for next
+};
+
+/// The queue. Thread-safe.
+class JobStore {
+ public:
+  /// How many times a job is started before a restart that interrupts it fails it.
+  static constexpr int kMaxAttempts = 2;
+
+  /// Opens (creating or migrating to schema v4) the results database `db`.
+  explicit JobStore(const std::filesystem::path& db);
+  ~JobStore();
+
+  /// The team whose token has this digest.
+  std::optional<std::string> team_of_digest(const std::string& digest);
+  /// Whether `team` holds a token.
+  bool has_token(const std::string& team);
+  /// Stores `digest` as `team`'s token, replacing the one it had.
+  void set_token(const std::string& team, const std::string& digest);
+
+  /// Queues a job and returns its id.
+  std::int64_t enqueue(const JobSpec& job);
+  /// Queues a job unless its team has `limit` jobs queued or running already (checked and
+  /// queued in one transaction, so two uploads at once cannot both pass). Returns the id, or
+  /// nullopt with the team's count in `in_flight`.
+  std::optional<std::int64_t> enqueue_within(const JobSpec& job, int limit, int* in_flight);
+  /// Queued and running jobs of `team`.
+  int in_flight(const std::string& team);
+  /// 1 for the next job an executor of its device takes; 0 when the job is no longer queued.
+  int position(std::int64_t id);
+  /// One job.
+  std::optional<JobInfo> get(std::int64_t id);
+  /// `team`'s jobs (every job when `team` is empty), newest first, at most `limit`.
+  std::vector<JobInfo> list(const std::string& team, int limit);
+  /// The report.json of a finished job, if it wrote one.
+  std::optional<std::string> report(std::int64_t id);
+
+  /// Takes the oldest queued job of `device`: running, one more attempt. Its files too.
+  std::optional<std::pair<JobInfo, std::map<std::string, std::string>>> claim(
+      const std::string& device);
+  /// Appends to a job's output.
+  void append_output(std::int64_t id, const std::string& text);
+  /// A job's output from byte `from` on.
+  OutputSlice output(std::int64_t id, std::int64_t from);
+  /// Ends a job: done (it ran; `exit_code` is its status) or failed (`error` says why).
+  void finish(std::int64_t id, const std::string& state, std::optional<int> exit_code,
+              const std::string& error, const std::optional<std::string>& report_json);
+  /// At startup: a job left running by a server that stopped is queued again, once; a job
+  /// that has had kMaxAttempts fails. Each gets a line in its output. Returns how many.
+  int recover_interrupted();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::mutex mutex_;
+};
+
+}  // namespace convlab::service

@@ -1,0 +1,282 @@
+#include "grader/service/server.hpp"
+
+#include <httplib.h>
+
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "grader/service/job_request.hpp"
+#include "grader/service/tokens.hpp"
+#include "reference/core/error.hpp"
+
+namespace convlab::service {
+namespace fs = std::filesystem;
+using httplib::Request;
+using httplib::Response;
+using nlohmann::json;
+
+namespace {
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+void reply(Response& res, int status, const json& body) {
+  res.status = status;
+  res.set_content(dump(body) + "\n", "application/json");
+}
+
+void fail(Response& res, int status, const std::string& message) {
+  reply(res, status, {{"error", message}});
+}
+
+json job_json(const JobInfo& j, int position) {
+  json out = {{"id", j.id},
+              {"team", j.team},
+              {"command", j.command},
+              {"milestone", j.milestone},
+              {"device", j.device},
+              {"args", json::parse(j.args_json, nullptr, false)},
+              {"state", j.state},
+              {"attempts", j.attempts},
+              {"exit_code", j.exit_code ? json(*j.exit_code) : json(nullptr)},
+              {"error", j.error},
+              {"submitted_at", j.submitted_at},
+              {"started_at", j.started_at},
+              {"finished_at", j.finished_at},
+              {"has_report", j.has_report}};
+  if (j.state == "queued") out["position"] = position;
+  return out;
+}
+
+// What a team reads of its report: hidden models stay unnamed, their outputs unseen.
+std::string team_report(const std::string& report) {
+  json j = json::parse(report, nullptr, false);
+  if (!j.is_object() || !j.contains("checks") || !j["checks"].is_array()) return report;
+  for (json& c : j["checks"]) {
+    if (!c.value("hidden", false)) continue;
+    c["model"] = "hidden";
+    c["output"] = "";
+    c["details"] = nullptr;
+  }
+  j.erase("submission");
+  return dump(j);
+}
+
+}  // namespace
+
+struct Server::Impl {
+  JobStore& store;
+  Executors& executors;
+  ApiSettings settings;
+  LoginLimiter limiter;
+  std::set<std::string> staff;
+  std::set<std::string> roster;
+  httplib::Server http;
+  std::atomic<std::int64_t> staging_counter{0};
+
+  Impl(JobStore& s, Executors& e, ApiSettings a)
+      : store(s), executors(e), settings(std::move(a)), limiter(settings.max_failed_logins) {
+    for (const Account& acc : settings.roster) {
+      roster.insert(acc.name);
+      if (acc.staff) staff.insert(acc.name);
+    }
+  }
+
+  // The caller's account, or nullopt with the response already set (401, 429).
+  std::optional<std::string> authenticate(const Request& req, Response& res) {
+    const std::string& address = req.remote_addr;
+    if (const int wait = limiter.blocked_for(address); wait > 0) {
+      res.set_header("Retry-After", std::to_string(wait));
+      fail(res, 429,
+           "too many failed logins from " + address + "; try again in " + std::to_string(wait) +
+               " s with the token your course staff gave you");
+      return std::nullopt;
+    }
+    const std::string header = req.get_header_value("Authorization");
+    const std::string prefix = "Bearer ";
+    if (!header.starts_with(prefix)) {
+      fail(res, 401, "no token: run `convlab submit login --server URL --token TOKEN` first");
+      return std::nullopt;
+    }
+    const auto team = store.team_of_digest(token_digest(header.substr(prefix.size())));
+    if (!team || !roster.contains(*team)) {
+      limiter.failed(address);
+      fail(res, 401, "the token is not valid (or no longer): ask your course staff for yours");
+      return std::nullopt;
+    }
+    return team;
+  }
+
+  // The job `id` if `team` may see it; else the response is set (404).
+  std::optional<JobInfo> visible_job(const std::string& team, const std::string& id_text,
+                                     Response& res) {
+    std::optional<JobInfo> job;
+    try {
+      job = store.get(std::stoll(id_text));
+    } catch (const std::out_of_range&) {
+    }
+    if (!job || (job->team != team && !staff.contains(team))) {
+      fail(res, 404, "no job " + id_text + " of team " + team);
+      return std::nullopt;
+    }
+    return job;
+  }
+
+  void submit(const Request& req, Response& res) {
+    const auto team = authenticate(req, res);
+    if (!team) return;
+    JobSpec spec;
+    try {
+      spec = parse_job_request(req.body, *team, settings.root);
+    } catch (const RequestError& e) {
+      return fail(res, e.status(), e.what());
+    }
+    if (spec.device == "gpu" && !settings.gpu_jobs) {
+      return fail(res, 422, "this server runs no GPU jobs, and milestone " + spec.milestone +
+                                " needs a GPU: ask your course staff");
+    }
+    const auto over_limit = [&](int in_flight) {
+      fail(res, 429,
+           "team " + *team + " has " + std::to_string(in_flight) +
+               " jobs queued or running; the limit is " + std::to_string(settings.max_in_flight) +
+               ": wait for one to finish (convlab submit status)");
+    };
+    // Early, before the files are looked at; enqueue_within has the last word.
+    if (const int n = store.in_flight(*team); n >= settings.max_in_flight) return over_limit(n);
+    // The grader's own file rules, on the files as they will be laid out for the job.
+    const fs::path stage = settings.staging / ("upload-" + std::to_string(++staging_counter));
+    std::vector<std::string> problems;
+    try {
+      fs::remove_all(stage);  // left by a server that stopped half-way
+      write_job_files(spec.files, stage);
+      problems = upload_problems(stage, spec.milestone, settings.root);
+    } catch (...) {
+      std::error_code ec;
+      fs::remove_all(stage, ec);
+      throw;
+    }
+    std::error_code ec;
+    fs::remove_all(stage, ec);
+    if (!problems.empty()) {
+      std::string text = "the upload is refused:";
+      for (const std::string& p : problems) text += "\n  " + p;
+      return fail(res, 422, text);
+    }
+    int in_flight = 0;
+    const auto id = store.enqueue_within(spec, settings.max_in_flight, &in_flight);
+    if (!id) return over_limit(in_flight);
+    executors.notify();
+    const auto job = store.get(*id);
+    json body = job_json(*job, store.position(*id));
+    body["limit_in_flight"] = settings.max_in_flight;
+    reply(res, 201, body);
+  }
+
+  void routes() {
+    http.set_payload_max_length(kMaxBodyBytes);
+    http.set_error_handler(httplib::Server::HandlerWithResponse([](const Request&,
+                                                                   Response& res) {
+      if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+      const std::string why =
+          res.status == 413 ? "the upload is larger than " +
+                                  std::to_string(kMaxBodyBytes >> 20) +
+                                  " MiB: send your source files only"
+          : res.status == 404 ? "no such endpoint; update convlab (convlab submit) or check "
+                                "the server address"
+                              : "the request failed (HTTP " + std::to_string(res.status) + ")";
+      fail(res, res.status, why);
+      return httplib::Server::HandlerResponse::Handled;
+    }));
+    http.set_exception_handler([](const Request&, Response& res, std::exception_ptr ep) {
+      std::string what = "unknown";
+      try {
+        std::rethrow_exception(ep);
+      } catch (const std::exception& e) {
+        what = e.what();
+      } catch (...) {
+      }
+      std::cerr << "convlab serve: internal error: " << what << std::endl;
+      fail(res, 500, "the server failed on this request; tell your course staff: " + what);
+    });
+    http.Get("/api/v1/health", [](const Request&, Response& res) {
+      res.set_content("ok\n", "text/plain");
+    });
+    http.Post("/api/v1/jobs", [this](const Request& req, Response& res) { submit(req, res); });
+    http.Get("/api/v1/jobs", [this](const Request& req, Response& res) {
+      const auto team = authenticate(req, res);
+      if (!team) return;
+      json jobs = json::array();
+      for (const JobInfo& j : store.list(staff.contains(*team) ? "" : *team, 100)) {
+        jobs.push_back(job_json(j, store.position(j.id)));
+      }
+      reply(res, 200, {{"team", *team}, {"jobs", jobs}, {"limit_in_flight", settings.max_in_flight}});
+    });
+    http.Get(R"(/api/v1/jobs/(\d+))", [this](const Request& req, Response& res) {
+      const auto team = authenticate(req, res);
+      if (!team) return;
+      if (const auto job = visible_job(*team, req.matches[1], res)) {
+        reply(res, 200, job_json(*job, store.position(job->id)));
+      }
+    });
+    http.Get(R"(/api/v1/jobs/(\d+)/output)", [this](const Request& req, Response& res) {
+      const auto team = authenticate(req, res);
+      if (!team) return;
+      const auto job = visible_job(*team, req.matches[1], res);
+      if (!job) return;
+      std::int64_t from = 0;
+      if (req.has_param("from")) {
+        try {
+          from = std::stoll(req.get_param_value("from"));
+        } catch (const std::exception&) {
+          return fail(res, 400, "from must be a byte offset");
+        }
+      }
+      // The state is read before the output: a job seen finished has all its output here.
+      const auto now = store.get(job->id);
+      const OutputSlice slice = store.output(job->id, from);
+      res.set_header("X-Convlab-Next", std::to_string(slice.next));
+      res.set_header("X-Convlab-State", now->state);
+      if (now->exit_code) res.set_header("X-Convlab-Exit", std::to_string(*now->exit_code));
+      if (now->state == "queued") {
+        res.set_header("X-Convlab-Position", std::to_string(store.position(job->id)));
+      }
+      res.set_content(slice.text, "text/plain; charset=utf-8");
+    });
+    http.Get(R"(/api/v1/jobs/(\d+)/report)", [this](const Request& req, Response& res) {
+      const auto team = authenticate(req, res);
+      if (!team) return;
+      const auto job = visible_job(*team, req.matches[1], res);
+      if (!job) return;
+      const auto report = store.report(job->id);
+      if (!report) return fail(res, 404, "job " + req.matches[1].str() + " has no report (yet)");
+      res.set_content(staff.contains(*team) ? *report : team_report(*report), "application/json");
+    });
+  }
+};
+
+Server::Server(JobStore& store, Executors& executors, ApiSettings settings)
+    : impl_(std::make_unique<Impl>(store, executors, std::move(settings))) {
+  fs::create_directories(impl_->settings.staging);
+  impl_->routes();
+}
+
+Server::~Server() = default;
+
+int Server::bind(const std::string& host, int port) {
+  if (port == 0) {
+    const int bound = impl_->http.bind_to_any_port(host);
+    if (bound < 0) throw Error("cannot listen on " + host + ": no free port");
+    return bound;
+  }
+  if (!impl_->http.bind_to_port(host, port)) {
+    throw Error("cannot listen on " + host + ":" + std::to_string(port) +
+                ": is the port in use, or below 1024? choose another with --port");
+  }
+  return port;
+}
+
+void Server::listen() { impl_->http.listen_after_bind(); }
+
+void Server::stop() { impl_->http.stop(); }
+
+}  // namespace convlab::service

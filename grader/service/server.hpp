@@ -1,0 +1,51 @@
+/// @file
+/// @brief The service's HTTP API (cpp-httplib; TLS is a reverse proxy's job):
+///   POST /api/v1/jobs               queue a job (job_request.hpp); 201 with its id and place
+///   GET  /api/v1/jobs               the caller's jobs (a staff account: everyone's)
+///   GET  /api/v1/jobs/ID            one job
+///   GET  /api/v1/jobs/ID/output?from=N   its output from byte N (text; X-Convlab-Next,
+///                                   X-Convlab-State, X-Convlab-Exit headers)
+///   GET  /api/v1/jobs/ID/report     its report.json
+///   GET  /api/v1/health             "ok", without a token
+/// Every other call needs "Authorization: Bearer TOKEN". Errors are {"error": "..."}; a job of
+/// another team is 404, as a job that does not exist.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "grader/service/executor.hpp"
+#include "grader/service/job_store.hpp"
+#include "grader/service/roster.hpp"
+
+namespace convlab::service {
+
+/// How the API behaves.
+struct ApiSettings {
+  std::filesystem::path root;   ///< the framework tree (milestone data, file rules)
+  std::filesystem::path staging;  ///< where uploads are checked before they are queued
+  bool gpu_jobs = false;        ///< some executor runs GPU jobs; else they are refused
+  int max_in_flight = 2;        ///< queued + running jobs per team
+  int max_failed_logins = 10;   ///< per client address and minute; then 429
+  std::vector<Account> roster;
+};
+
+/// The HTTP server. Not copyable.
+class Server {
+ public:
+  Server(JobStore& store, Executors& executors, ApiSettings settings);
+  ~Server();
+  /// Binds `host`:`port` (0: any free port) and returns the port. Throws Error when it cannot.
+  int bind(const std::string& host, int port);
+  /// Serves until stop().
+  void listen();
+  /// Makes listen() return.
+  void stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace convlab::service
