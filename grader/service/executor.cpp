@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "reference/core/error.hpp"
+#include "reference/core/files.hpp"
 
 extern char** environ;
 
@@ -242,12 +243,7 @@ void Executors::run_job(const JobInfo& job, const std::map<std::string, std::str
   }
   forward(true);
 
-  std::optional<std::string> report;
-  if (std::ifstream in(out / "report.json", std::ios::binary); in) {
-    std::stringstream s;
-    s << in.rdbuf();
-    report = s.str();
-  }
+  const std::optional<std::string> report = try_read_file(out / "report.json");
   if (timed_out) {
     const std::string why = "stopped after the service's limit of " +
                             std::to_string(static_cast<int>(settings_.time_limit_s)) + " s";

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "reference/core/error.hpp"
+#include "reference/core/files.hpp"
 
 namespace convlab::service {
 namespace fs = std::filesystem;
@@ -117,11 +118,9 @@ bool valid_account_name(const std::string& name) {
 }
 
 std::vector<Account> load_roster(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw Error("cannot read the roster " + file.string() + ": check the path");
-  std::stringstream s;
-  s << in.rdbuf();
-  const std::string text = s.str();
+  const auto content = try_read_file(file);
+  if (!content) throw Error("cannot read the roster " + file.string() + ": check the path");
+  const std::string& text = *content;
   const bool json = file.extension() == ".json" || trim(text).starts_with("{");
   std::vector<Account> accounts = json ? read_json(file, text) : read_csv(file, text);
   std::set<std::string> seen;

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "reference/core/error.hpp"
+#include "reference/core/files.hpp"
 #include "reference/driver/milestone.hpp"
 
 namespace convlab::submit {
@@ -52,14 +53,12 @@ fs::path config_file() {
 
 Config load_config() {
   const fs::path file = config_file();
-  std::ifstream in(file);
-  if (!in) {
+  const auto text = try_read_file(file);
+  if (!text) {
     throw Error("not logged in: run `convlab submit login --server URL --token TOKEN` with the "
                 "address and token your course staff gave you");
   }
-  std::stringstream s;
-  s << in.rdbuf();
-  const json j = json::parse(s.str(), nullptr, false);
+  const json j = json::parse(*text, nullptr, false);
   if (!j.is_object() || !j.contains("server") || !j.contains("token") ||
       !j["server"].is_string() || !j["token"].is_string()) {
     throw Error(file.string() + " is damaged: run `convlab submit login` again");
@@ -171,10 +170,7 @@ json collect_files(const fs::path& root, const std::string& milestone) {
     if (!fs::is_regular_file(fs::symlink_status(file))) {
       throw Error(file.string() + " is not a regular file: keep your source there itself");
     }
-    std::ifstream in(file, std::ios::binary);
-    std::stringstream s;
-    s << in.rdbuf();
-    files[rel] = s.str();
+    files[rel] = read_file(file, "your file");
   }
   if (files.empty()) {
     throw Error("none of the files of milestone " + milestone + " is in " + root.string() +
