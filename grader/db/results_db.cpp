@@ -15,6 +15,7 @@ namespace convlab::grader {
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using sqlite::Connection;
+using sqlite::Insert;
 using sqlite::SqliteError;
 using sqlite::Statement;
 using sqlite::Transaction;
@@ -425,84 +426,70 @@ Recorded ResultsDb::record_once(const GradeResult& r, const std::string& report_
         return {same.int64(0), false};
       }
     }
-    Statement run = conn.prepare(R"sql(
-INSERT INTO runs (team, milestone, submission, started_at, duration_s, seed, score, max_score,
-  op_time_s, op_time_median_s, reference_time_s, speedup, ranked_variant, ranked_model,
-  ranked_images, flags, flagged, gpu_name, gpu_driver, cuda_driver, hostname, report_json,
-  cpu_name, sandbox_json, only_json, partial, grader_error, grader_version, framework_hash,
-  report_id, allow_degraded, degraded_features)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19,
-  ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32))sql");
-    run.bind(1, r.team)
-        .bind(2, r.milestone)
-        .bind(3, r.submission)
-        .bind(4, r.started_at)
-        .bind(5, r.duration_s)
-        .bind(6, std::to_string(r.seed))
-        .bind(7, r.score)
-        .bind(8, r.max_score)
-        .bind(9, r.op_time_s)
-        .bind(10, r.op_time_median_s)
-        .bind(11, r.reference_time_s)
-        .bind(12, r.speedup)
-        .bind(13, r.ranked_variant)
-        .bind(14, r.ranked_model)
-        .bind(15, r.ranked_images)
-        .bind(16, flags)
-        .bind(17, !r.flags.empty())
-        .bind(18, r.machine.gpu_name)
-        .bind(19, r.machine.gpu_driver)
-        .bind(20, r.machine.cuda_driver)
-        .bind(21, r.machine.hostname)
-        .bind(22, report_json)
-        .bind(23, r.machine.cpu_name)
-        .bind(24, r.sandbox_json.empty() ? std::string("{}") : r.sandbox_json)
-        .bind(25, nlohmann::json(r.only).dump())
-        .bind(26, r.partial)
-        .bind(27, r.grader_error)
-        .bind(28, r.grader_version)
-        .bind(29, r.framework_hash)
-        .bind(30, id)
-        .bind(31, degraded.allow)
-        .bind(32, degraded.features);
-    run.run();
-    const std::int64_t run_id = conn.last_insert_rowid();
+    const std::int64_t run_id =
+        Insert("runs")
+            .set("team", r.team)
+            .set("milestone", r.milestone)
+            .set("submission", r.submission)
+            .set("started_at", r.started_at)
+            .set("duration_s", r.duration_s)
+            .set("seed", std::to_string(r.seed))
+            .set("score", r.score)
+            .set("max_score", r.max_score)
+            .set("op_time_s", r.op_time_s)
+            .set("op_time_median_s", r.op_time_median_s)
+            .set("reference_time_s", r.reference_time_s)
+            .set("speedup", r.speedup)
+            .set("ranked_variant", r.ranked_variant)
+            .set("ranked_model", r.ranked_model)
+            .set("ranked_images", r.ranked_images)
+            .set("flags", flags)
+            .set("flagged", !r.flags.empty())
+            .set("gpu_name", r.machine.gpu_name)
+            .set("gpu_driver", r.machine.gpu_driver)
+            .set("cuda_driver", r.machine.cuda_driver)
+            .set("hostname", r.machine.hostname)
+            .set("report_json", report_json)
+            .set("cpu_name", r.machine.cpu_name)
+            .set("sandbox_json", r.sandbox_json.empty() ? std::string("{}") : r.sandbox_json)
+            .set("only_json", nlohmann::json(r.only).dump())
+            .set("partial", r.partial)
+            .set("grader_error", r.grader_error)
+            .set("grader_version", r.grader_version)
+            .set("framework_hash", r.framework_hash)
+            .set("report_id", id)
+            .set("allow_degraded", degraded.allow)
+            .set("degraded_features", degraded.features)
+            .run(conn);
 
-    Statement chk = conn.prepare(R"sql(
-INSERT INTO checks (run_id, position, check_id, name, kind, status, reason, score, max_score,
-  output, hidden, variant, model, images, expected_correct, correct, op_time_s,
-  op_time_median_s, op_time_runs_s, reference_time_s, worst_error, wall_s, details_json,
-  milestone)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19,
-  ?20, ?21, ?22, ?23, ?24))sql");
     std::int64_t position = 0;
     for (const CheckResult& c : r.checks) {
-      chk.reset();
-      chk.bind(1, run_id)
-          .bind(2, position++)
-          .bind(3, c.id)
-          .bind(4, c.name)
-          .bind(5, c.kind)
-          .bind(6, status_name(c.status))
-          .bind(7, c.reason)
-          .bind(8, c.score)
-          .bind(9, c.max_score)
-          .bind(10, c.output)
-          .bind(11, c.hidden)
-          .bind(12, c.variant)
-          .bind(13, c.model)
-          .bind(14, c.images)
-          .bind(15, c.expected_correct)
-          .bind(16, c.correct)
-          .bind(17, c.op_time_s)
-          .bind(18, c.op_time_median_s)
-          .bind(19, nlohmann::json(c.op_time_runs_s).dump())
-          .bind(20, c.reference_time_s)
-          .bind(21, c.worst_error)
-          .bind(22, c.wall_s)
-          .bind(23, c.details_json.empty() ? std::string("{}") : c.details_json)
-          .bind(24, c.milestone);
-      chk.run();
+      Insert("checks")
+          .set("run_id", run_id)
+          .set("position", position++)
+          .set("check_id", c.id)
+          .set("name", c.name)
+          .set("kind", c.kind)
+          .set("status", std::string(status_name(c.status)))
+          .set("reason", c.reason)
+          .set("score", c.score)
+          .set("max_score", c.max_score)
+          .set("output", c.output)
+          .set("hidden", c.hidden)
+          .set("variant", c.variant)
+          .set("model", c.model)
+          .set("images", c.images)
+          .set("expected_correct", c.expected_correct)
+          .set("correct", c.correct)
+          .set("op_time_s", c.op_time_s)
+          .set("op_time_median_s", c.op_time_median_s)
+          .set("op_time_runs_s", nlohmann::json(c.op_time_runs_s).dump())
+          .set("reference_time_s", c.reference_time_s)
+          .set("worst_error", c.worst_error)
+          .set("wall_s", c.wall_s)
+          .set("details_json", c.details_json.empty() ? std::string("{}") : c.details_json)
+          .set("milestone", c.milestone)
+          .run(conn);
     }
     tx.commit();
     return {run_id, true};
@@ -523,38 +510,40 @@ FROM runs WHERE id = ?1)sql");
   StoredRun s;
   s.id = id;
   GradeResult& r = s.result;
-  r.team = run.text(0);
-  r.milestone = run.text(1);
-  r.submission = run.text(2);
-  r.started_at = run.text(3);
-  r.duration_s = run.real(4);
-  r.seed = std::stoull(run.text(5));
-  r.score = run.real(6);
-  r.max_score = run.real(7);
-  r.op_time_s = run.optional_real(8);
-  r.op_time_median_s = run.optional_real(9);
-  r.reference_time_s = run.optional_real(10);
-  r.speedup = run.optional_real(11);
-  r.ranked_variant = run.text(12);
-  r.ranked_model = run.text(13);
-  r.ranked_images = run.int64(14);
-  r.flags = json_strings(run.text(15));
-  r.machine.gpu_name = run.text(16);
-  r.machine.gpu_driver = run.text(17);
-  r.machine.cuda_driver = run.text(18);
-  r.machine.hostname = run.text(19);
-  s.report_json = run.text(20);
-  s.recorded_at = run.text(21);
-  r.machine.cpu_name = run.text(22);
-  r.sandbox_json = run.text(23);
-  r.only = json_strings(run.text(24));
-  r.partial = run.int64(25) != 0;
-  r.grader_error = run.text(26);
-  r.grader_version = run.text(27);
-  r.framework_hash = run.text(28);
-  s.report_id = run.text(29);
-  if (!run.is_null(30)) s.allow_degraded = run.int64(30) != 0;
-  if (!run.is_null(31)) s.degraded_features = json_strings(run.text(31));
+  r.team = run.text("team");
+  r.milestone = run.text("milestone");
+  r.submission = run.text("submission");
+  r.started_at = run.text("started_at");
+  r.duration_s = run.real("duration_s");
+  r.seed = std::stoull(run.text("seed"));
+  r.score = run.real("score");
+  r.max_score = run.real("max_score");
+  r.op_time_s = run.optional_real("op_time_s");
+  r.op_time_median_s = run.optional_real("op_time_median_s");
+  r.reference_time_s = run.optional_real("reference_time_s");
+  r.speedup = run.optional_real("speedup");
+  r.ranked_variant = run.text("ranked_variant");
+  r.ranked_model = run.text("ranked_model");
+  r.ranked_images = run.int64("ranked_images");
+  r.flags = json_strings(run.text("flags"));
+  r.machine.gpu_name = run.text("gpu_name");
+  r.machine.gpu_driver = run.text("gpu_driver");
+  r.machine.cuda_driver = run.text("cuda_driver");
+  r.machine.hostname = run.text("hostname");
+  s.report_json = run.text("report_json");
+  s.recorded_at = run.text("recorded_at");
+  r.machine.cpu_name = run.text("cpu_name");
+  r.sandbox_json = run.text("sandbox_json");
+  r.only = json_strings(run.text("only_json"));
+  r.partial = run.int64("partial") != 0;
+  r.grader_error = run.text("grader_error");
+  r.grader_version = run.text("grader_version");
+  r.framework_hash = run.text("framework_hash");
+  s.report_id = run.text("report_id");
+  if (!run.is_null("allow_degraded")) s.allow_degraded = run.int64("allow_degraded") != 0;
+  if (!run.is_null("degraded_features")) {
+    s.degraded_features = json_strings(run.text("degraded_features"));
+  }
 
   Statement chk = conn.prepare(R"sql(
 SELECT check_id, name, kind, status, reason, score, max_score, output, hidden, variant, model,
@@ -564,28 +553,28 @@ FROM checks WHERE run_id = ?1 ORDER BY position)sql");
   chk.bind(1, id);
   while (chk.step()) {
     CheckResult c;
-    c.id = chk.text(0);
-    c.name = chk.text(1);
-    c.kind = chk.text(2);
-    c.status = parse_status(chk.text(3));
-    c.reason = chk.text(4);
-    c.score = chk.real(5);
-    c.max_score = chk.real(6);
-    c.output = chk.text(7);
-    c.hidden = chk.int64(8) != 0;
-    c.variant = chk.text(9);
-    c.model = chk.text(10);
-    c.images = chk.int64(11);
-    c.expected_correct = chk.optional_int64(12);
-    c.correct = chk.optional_int64(13);
-    c.op_time_s = chk.optional_real(14);
-    c.op_time_median_s = chk.optional_real(15);
-    c.op_time_runs_s = json_numbers(chk.text(16));
-    c.reference_time_s = chk.optional_real(17);
-    c.worst_error = chk.optional_real(18);
-    c.wall_s = chk.real(19);
-    c.details_json = chk.text(20);
-    c.milestone = chk.text(21);
+    c.id = chk.text("check_id");
+    c.name = chk.text("name");
+    c.kind = chk.text("kind");
+    c.status = parse_status(chk.text("status"));
+    c.reason = chk.text("reason");
+    c.score = chk.real("score");
+    c.max_score = chk.real("max_score");
+    c.output = chk.text("output");
+    c.hidden = chk.int64("hidden") != 0;
+    c.variant = chk.text("variant");
+    c.model = chk.text("model");
+    c.images = chk.int64("images");
+    c.expected_correct = chk.optional_int64("expected_correct");
+    c.correct = chk.optional_int64("correct");
+    c.op_time_s = chk.optional_real("op_time_s");
+    c.op_time_median_s = chk.optional_real("op_time_median_s");
+    c.op_time_runs_s = json_numbers(chk.text("op_time_runs_s"));
+    c.reference_time_s = chk.optional_real("reference_time_s");
+    c.worst_error = chk.optional_real("worst_error");
+    c.wall_s = chk.real("wall_s");
+    c.details_json = chk.text("details_json");
+    c.milestone = chk.text("milestone");
     r.checks.push_back(std::move(c));
   }
   return s;

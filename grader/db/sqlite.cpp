@@ -150,6 +150,28 @@ std::optional<std::int64_t> Statement::optional_int64(int i) const {
   return int64(i);
 }
 
+int Statement::column(std::string_view name) const {
+  const int n = sqlite3_column_count(stmt_);
+  for (int i = 0; i < n; ++i) {
+    const char* c = sqlite3_column_name(stmt_, i);
+    if (c != nullptr && name == c) return i;
+  }
+  throw Error("the statement has no column '" + std::string(name) + "'");
+}
+
+std::int64_t Insert::run(Connection& conn) const {
+  std::string sql = "INSERT INTO " + table_ + " (";
+  std::string values = "VALUES (";
+  for (std::size_t i = 0; i < columns_.size(); ++i) {
+    sql += (i > 0 ? ", " : "") + columns_[i];
+    values += (i > 0 ? ", ?" : "?") + std::to_string(i + 1);
+  }
+  Statement st = conn.prepare(sql + ") " + values + ")");
+  for (std::size_t i = 0; i < binders_.size(); ++i) binders_[i](st, static_cast<int>(i) + 1);
+  st.run();
+  return conn.last_insert_rowid();
+}
+
 Transaction::Transaction(Connection& conn) : conn_(conn) {
   conn_.exec("BEGIN IMMEDIATE");
 }

@@ -6,9 +6,12 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "reference/core/error.hpp"
 
@@ -117,9 +120,45 @@ class Statement {
   /// Column `i` as an integer, nullopt for NULL.
   std::optional<std::int64_t> optional_int64(int i) const;
 
+  /// The index of the result column named `name`; throws Error when the statement has none.
+  int column(std::string_view name) const;
+  /// The same reads by column name.
+  std::int64_t int64(std::string_view name) const { return int64(column(name)); }
+  double real(std::string_view name) const { return real(column(name)); }
+  std::string text(std::string_view name) const { return text(column(name)); }
+  bool is_null(std::string_view name) const { return is_null(column(name)); }
+  std::optional<double> optional_real(std::string_view name) const {
+    return optional_real(column(name));
+  }
+  std::optional<std::int64_t> optional_int64(std::string_view name) const {
+    return optional_int64(column(name));
+  }
+
  private:
   Connection* conn_;
   sqlite3_stmt* stmt_ = nullptr;
+};
+
+/// An INSERT of one row, built column by column: each value is bound next to its column's name,
+/// so that the two cannot drift apart.
+class Insert {
+ public:
+  /// A row of `table`.
+  explicit Insert(std::string table) : table_(std::move(table)) {}
+  /// Sets `column` to `value` (anything Statement::bind takes).
+  template <typename T>
+  Insert& set(std::string column, T value) {
+    columns_.push_back(std::move(column));
+    binders_.push_back([v = std::move(value)](Statement& s, int i) { s.bind(i, v); });
+    return *this;
+  }
+  /// Runs the INSERT on `conn`; returns the new row's rowid.
+  std::int64_t run(Connection& conn) const;
+
+ private:
+  std::string table_;
+  std::vector<std::string> columns_;
+  std::vector<std::function<void(Statement&, int)>> binders_;
 };
 
 /// BEGIN IMMEDIATE on construction (takes the write lock now, so a later write cannot fail

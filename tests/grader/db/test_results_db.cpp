@@ -656,3 +656,26 @@ TEST_CASE("v4 adds the submission service's tables; a v3 file keeps its runs") {
   c.exec("INSERT INTO service_tokens (team, sha256) VALUES ('a', 'x')");
   CHECK_THROWS(c.exec("INSERT INTO service_tokens (team, sha256) VALUES ('b', 'x')"));
 }
+
+TEST_CASE("sqlite: a row inserted column by column reads back by name; a wrong name is an error") {
+  convlab::test::TempDir dir;
+  namespace sq = convlab::grader::sqlite;
+  sq::Connection conn(dir.path() / "t.sqlite", true);
+  conn.exec("CREATE TABLE t (a INTEGER, b TEXT, c REAL, d INTEGER)");
+  const std::int64_t id = sq::Insert("t")
+                              .set("b", std::string("two"))
+                              .set("a", std::int64_t{1})
+                              .set("d", std::optional<std::int64_t>{})
+                              .set("c", 3.5)
+                              .run(conn);
+  CHECK(id == 1);
+  sq::Statement st = conn.prepare("SELECT d, c, b, a FROM t");
+  REQUIRE(st.step());
+  CHECK(st.int64("a") == 1);
+  CHECK(st.text("b") == "two");
+  CHECK(st.real("c") == 3.5);
+  CHECK(st.is_null("d"));
+  CHECK_FALSE(st.optional_int64("d").has_value());
+  CHECK_THROWS_WITH_AS(st.text("e"), "the statement has no column 'e'", convlab::Error);
+  CHECK_THROWS_AS(sq::Insert("t").set("nope", 1).run(conn), sq::SqliteError);
+}
