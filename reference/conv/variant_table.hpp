@@ -20,24 +20,26 @@ enum class Library { none, cublas };
 /// (workspace); with host memory, doing the layer's copies itself (host).
 enum class Interface { plain, workspace, host };
 
-/// "cpu", "gpu"; "none", "cublas"; "plain", "workspace", "host": the words of variants.def.
+/// "cpu" or "gpu", as variants.def writes it.
 std::string_view device_name(Device d);
+/// "none" or "cublas", as variants.def writes it.
 std::string_view library_name(Library l);
+/// "plain", "workspace" or "host", as variants.def writes it.
 std::string_view interface_name(Interface i);
 
 /// One line of variants.def: what a variant is, where it is written and what it may use. The
 /// same in every build (CPU-only included).
 struct Variant {
-  std::string_view id;         ///< the name --variant takes
-  std::string_view milestone;  ///< the milestone whose handout asks for it, e.g. "final"
-  Device device = Device::cpu;
+  std::string_view id;                    ///< the name --variant takes
+  std::string_view milestone;             ///< the milestone whose handout asks for it, e.g. "final"
+  Device device = Device::cpu;            ///< where it runs
   std::string_view student_file;          ///< the file the team edits
   std::string_view staff_file;            ///< the staff solution (absent from the student release)
   std::string_view handout;               ///< the handout section that explains it
   std::string_view idea;                  ///< one line: what this variant changes
   Precision precision = Precision::fp32;  ///< its class: fp32, tf32 or fp16
-  Library libraries = Library::none;
-  Interface interface = Interface::plain;
+  Library libraries = Library::none;      ///< the one library it may call
+  Interface interface = Interface::plain;  ///< how its launcher is called
   bool sweep = false;  ///< whether it offers its parameter grid (conv_<id>_sweep)
   bool fused = false;  ///< whether it offers a fused conv + tanh + max-pool launcher
 

@@ -47,9 +47,9 @@ const char* run_status_name(RunStatus s);
 
 /// One convolution run through the whole network.
 struct RunRecord {
-  std::string label;      ///< variant name, or the library convolution's name
-  std::string code_file;  ///< where its code lives (for advice)
-  RunStatus status = RunStatus::ok;
+  std::string label;                     ///< variant name, or the library convolution's name
+  std::string code_file;                 ///< where its code lives (for advice)
+  RunStatus status = RunStatus::ok;      ///< how its run went
   std::string error;                     ///< why it did not run
   NetworkRun run;                        ///< its times and output
   std::int64_t correct = 0;              ///< correct predictions
