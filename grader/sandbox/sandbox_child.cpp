@@ -385,6 +385,19 @@ void blank_own_arguments() {
   }
 }
 
+// Forks the command (exec_command in the child); closes the parent's copies of the fds passed
+// to it. The command's pid.
+pid_t fork_command(const ChildPlan& p) {
+  const pid_t cmd = fork();
+  if (cmd < 0) {
+    send_record(p.ctl_w, kSetupError, errno, step_fork);
+    _exit(127);
+  }
+  if (cmd == 0) exec_command(p);
+  for (int i = 0; i < p.n_extra; ++i) close(p.extra[i]);
+  return cmd;
+}
+
 // PID 1 of the run's namespace: the command's parent; when the command ends, it reports and
 // exits, and the kernel kills every process left in the namespace.
 [[noreturn]] void run_init(const ChildPlan& p, bool own_mounts) {
@@ -401,13 +414,7 @@ void blank_own_arguments() {
     }
   }
   blank_own_arguments();
-  const pid_t cmd = fork();
-  if (cmd < 0) {
-    send_record(p.ctl_w, kSetupError, errno, step_fork);
-    _exit(127);
-  }
-  if (cmd == 0) exec_command(p);
-  for (int i = 0; i < p.n_extra; ++i) close(p.extra[i]);
+  const pid_t cmd = fork_command(p);
   for (;;) {
     int status = 0;
     const pid_t r = waitpid(-1, &status, 0);
@@ -529,13 +536,7 @@ pid_t parent_of(const char* pid_name) {
   }
 
   prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
-  const pid_t cmd = fork();
-  if (cmd < 0) {
-    send_record(p.ctl_w, kSetupError, errno, step_fork);
-    _exit(127);
-  }
-  if (cmd == 0) exec_command(p);
-  for (int i = 0; i < p.n_extra; ++i) close(p.extra[i]);
+  const pid_t cmd = fork_command(p);
   send_record(p.ctl_w, kPids, cmd, 0);
   int status = 0;
   checked_waitpid(cmd, &status);

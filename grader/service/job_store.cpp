@@ -18,24 +18,24 @@ namespace {
 constexpr const char* kNow = "strftime('%Y-%m-%dT%H:%M:%SZ', 'now')";
 constexpr const char* kColumns =
     "id, team, command, milestone, device, args_json, state, attempts, exit_code, error, "
-    "submitted_at, started_at, finished_at, report_json IS NOT NULL";
+    "submitted_at, started_at, finished_at, report_json IS NOT NULL AS has_report";
 
 JobInfo read_job(const Statement& st) {
   JobInfo j;
-  j.id = st.int64(0);
-  j.team = st.text(1);
-  j.command = st.text(2);
-  j.milestone = st.text(3);
-  j.device = st.text(4);
-  j.args_json = st.text(5);
-  j.state = st.text(6);
-  j.attempts = static_cast<int>(st.int64(7));
-  if (auto code = st.optional_int64(8)) j.exit_code = static_cast<int>(*code);
-  j.error = st.text(9);
-  j.submitted_at = st.text(10);
-  j.started_at = st.text(11);
-  j.finished_at = st.text(12);
-  j.has_report = st.int64(13) != 0;
+  j.id = st.int64("id");
+  j.team = st.text("team");
+  j.command = st.text("command");
+  j.milestone = st.text("milestone");
+  j.device = st.text("device");
+  j.args_json = st.text("args_json");
+  j.state = st.text("state");
+  j.attempts = static_cast<int>(st.int64("attempts"));
+  if (auto code = st.optional_int64("exit_code")) j.exit_code = static_cast<int>(*code);
+  j.error = st.text("error");
+  j.submitted_at = st.text("submitted_at");
+  j.started_at = st.text("started_at");
+  j.finished_at = st.text("finished_at");
+  j.has_report = st.int64("has_report") != 0;
   return j;
 }
 
