@@ -32,9 +32,6 @@ if [ "$preset" = cpu ]; then
     echo "   need the course's GPU machine: there, run CONVLAB_PRESET=default tools/setup.sh"
   fi
 fi
-if command -v ccache >/dev/null 2>&1; then
-  export CMAKE_CXX_COMPILER_LAUNCHER=ccache CMAKE_CUDA_COMPILER_LAUNCHER=ccache
-fi
 # A first build's work in core-minutes (the CUDA preset compiles every kernel for every
 # architecture as well), for the estimate; ccache makes a rebuild much shorter.
 cores=$(nproc 2>/dev/null || echo 1)
