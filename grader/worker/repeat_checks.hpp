@@ -17,10 +17,29 @@ void perturb_input(float* out, const float* x, std::int64_t n, std::uint64_t see
 
 /// What an output compared with the reference on the device.
 struct DeviceComparison {
-  std::int64_t mismatches = 0;  ///< elements with |got - want| > atol + rtol |want| + extra
-  std::int64_t first = -1;      ///< the first of them (-1 for none)
-  double worst_error = 0.0;     ///< the largest finite |got - want|
+  std::int64_t mismatches = 0;    ///< elements with |got - want| > atol + rtol |want| + extra
+  std::int64_t first = -1;        ///< the first of them (-1 for none)
+  double worst_error = 0.0;       ///< the largest finite |got - want|
+  double largest_allowance = 0.0; ///< the largest per-output extra (compare_with_allowance())
 };
+
+/// A per-output extra allowance: slope * s + intercept, s the output's sum of |x||k|
+/// (`abs_sums`, device, one per convolution output), or the largest over its pooling window
+/// (`pool` > 0: windows of pool x pool, stride pool, on planes of `height` x `width`).
+struct DeviceAllowance {
+  const float* abs_sums = nullptr;
+  double slope = 0.0;
+  double intercept = 0.0;
+  int pool = 0;
+  int height = 0;
+  int width = 0;
+};
+
+/// As compare_on_device() with each output's own extra allowance, in double precision as
+/// the host rule is. Synchronises `stream`.
+DeviceComparison compare_with_allowance(const float* got, const float* want, std::int64_t n,
+                                        double atol, double rtol, const DeviceAllowance& extra,
+                                        cudaStream_t stream);
 
 /// Compares `got` with `want` (n floats each, device memory) element-wise; NaN never passes.
 /// Synchronises `stream`.
