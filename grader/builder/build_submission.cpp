@@ -177,7 +177,8 @@ BuildResult build_submission(const BuildRequest& given, const BuildProgressFn& p
   };
 
   // 1. Which files are graded.
-  result.files = scan_submission(request.submission, request.allowed_files, request.framework_root);
+  result.files = scan_submission(request.submission, request.allowed_files, request.framework_root,
+                                 request.allowed_folders);
   say("submission: " + std::to_string(result.files.accepted.size()) + " file(s) graded, " +
       std::to_string(result.files.rejected.size()) + " refused, " +
       std::to_string(result.files.missing.size()) + " missing (their stubs are graded)");
@@ -197,6 +198,7 @@ BuildResult build_submission(const BuildRequest& given, const BuildProgressFn& p
       findings.push_back(file + ": could not be read as a regular file of at most 1 MiB");
       continue;
     }
+    fs::create_directories((src / file).parent_path(), ec);  // a variant folder of the team's
     std::ofstream(src / file, std::ios::binary | std::ios::trunc) << *text;
     for (std::string& line : scan_source(*text, file)) findings.push_back(std::move(line));
   }

@@ -81,13 +81,17 @@ TEST_CASE("a milestone's files and variants are its declared ones; checks.json l
     // Derived from the declarations (reference/driver/milestone.cpp): a list here would be a
     // second copy.
     CHECK_FALSE(checks.contains("team_writes"));
+    CHECK_FALSE(checks.contains("team_folders"));
     CHECK_FALSE(checks.contains("variants"));
-    std::vector<std::string> files;
+    std::vector<std::string> files, folders;
     for (const Variant& v : variants()) {
-      if (v.milestone == ms) files.emplace_back(v.student_file);
+      if (v.milestone != ms) continue;
+      files.emplace_back(v.student_file);
+      folders.push_back(v.student_folder());
     }
     const Milestone loaded = load_milestone(test::source_dir(), ms);
     CHECK(loaded.team_writes == files);
+    CHECK(loaded.team_folders == folders);
     const std::vector<std::string> gpu = variant_ids(ms, "gpu");
     CHECK(loaded.variants == gpu);
     for (const char* key : {"default_variant", "ranked_variant"}) {
