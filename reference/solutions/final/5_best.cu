@@ -104,29 +104,27 @@
 // wgmma, 0.179 to 0.184 with the fp16 products (Op Time).
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
+
 #include "best/routes.cuh"
 #include "best/shared.cuh"
 #include "reference/conv/student_api.hpp"
 
 namespace convlab::solution {
-namespace best {
-
-// The plain launcher's routes, fastest first; false (nothing launched) where only the
-// one-thread-per-output kernel is left.
-bool run_plain(float* y, const float* x, const float* k, const ConvShape& s, cudaStream_t stream) {
-  return run_pointwise(y, x, k, s, stream) || run_image(y, x, k, s, stream) ||
-         run_winograd(y, x, k, s, stream) || run_gemm_ws(y, x, k, s, stream) ||
-         run_band(y, x, k, s, stream) || run_gemm(y, x, k, s, stream) ||
-         run_c1_wgmma(y, x, k, s, stream) || run_tiled(y, x, k, s, stream);
-}
-
-}  // namespace best
-
 namespace {
 
 using namespace best;
 
-// Whether the plain launcher runs `s` on the tiled FMA kernels (C = 1 up to kMaxK, or the
+// A way to run a layer: its kernels for the shapes it takes. run enqueues them and returns true
+// where the route takes the shape; elsewhere, or without a workspace it needs, it launches
+// nothing and returns false.
+struct Route {
+  const char* name;
+  const char* takes;  // the shapes, in words (the route's file says why)
+  bool (*run)(float* y, const float* x, const float* k, const ConvShape& s, cudaStream_t stream);
+};
+
+// Whether conv_best runs `s` on the tiled FMA kernels (C = 1 up to kMaxK, or the
 // channel-streaming kernel), whose fused versions pool in registers. Elsewhere its route is a
 // product on the tensor cores, which has no pooling epilogue, or run_pointwise.
 bool plain_runs_tiled(const ConvShape& s) {
@@ -134,7 +132,61 @@ bool plain_runs_tiled(const ConvShape& s) {
          (s.C == 1 || (stream_beats_gemm(s, false) && !image_takes(s) && !band_takes(s)));
 }
 
+bool run_tiled_where_plain(float* y, const float* x, const float* k, const ConvShape& s,
+                           cudaStream_t stream) {
+  return plain_runs_tiled(s) && run_tiled_pooled(y, x, k, s, stream);
+}
+
+// conv_best's routes, read top to bottom: the first that takes a shape runs it (where two take
+// one, the earlier is the faster there). A shape none takes runs the one-thread kernel.
+constexpr Route kPlainRoutes[] = {
+    {"pointwise", "K = 1, C > 1, up to 16 maps and 768 channels", run_pointwise},
+    {"image", "C > 1, 5 to 32 maps (9 or more under 32 terms), an image in 48 KB", run_image},
+    {"winograd", "sm_90a: K = 3, 64 to 1024 channels, 64 maps or more, outputs of 4x4 or more",
+     run_winograd},
+    {"gemm_ws", "sm_90a: C > 1, 33 maps or more, 64 terms or more, grids of half the SMs",
+     run_gemm_ws},
+    {"band", "C > 1, K > 1, up to 32 maps, 128 terms or more (1, 2, 4 maps from K = 5, 3 from 8)",
+     run_band},
+    {"gemm",
+     "C > 1 where the channel-streaming kernel is slower; filters it cannot take, 5 maps or more",
+     run_gemm},
+    {"c1_wgmma",
+     "sm_90a: C = 1, blocks of 41 to 64 maps, K = 7, or 5, 6 on rows not a multiple of 8",
+     run_c1_wgmma},
+    {"tiled", "K up to 7: C = 1 with the patch in registers, else the channels streamed",
+     run_tiled},
+};
+
+// conv_tanh_maxpool_best's routes that pool 2x2 stride-2 windows in their epilogue, read the
+// same way. Other pools, and shapes none takes, run a plain route into a workspace and pool
+// after it (run_conv_then_pool), or else the one-thread kernel.
+constexpr Route kPooledRoutes[] = {
+    {"c1_half", "C = 1, K = 5, 25 to 64 maps, an image in 48 KB", run_c1_half},
+    {"c1_wgmma", "sm_90a: C = 1, K = 5 to 7, blocks of 41 to 64 maps", run_c1_wgmma_pooled},
+    {"image", "as conv_best's image route", run_image_pooled},
+    {"tiled", "where conv_best runs the tiled kernels", run_tiled_where_plain},
+};
+
+// The first of `routes` that takes `s` runs it; false where none does.
+template <std::size_t N>
+bool run_first(const Route (&routes)[N], float* y, const float* x, const float* k,
+               const ConvShape& s, cudaStream_t stream) {
+  for (const Route& route : routes) {
+    if (route.run(y, x, k, s, stream)) return true;
+  }
+  return false;
+}
+
 }  // namespace
+
+namespace best {
+
+bool run_plain(float* y, const float* x, const float* k, const ConvShape& s, cudaStream_t stream) {
+  return run_first(kPlainRoutes, y, x, k, s, stream);
+}
+
+}  // namespace best
 
 void conv_best(float* y, const float* x, const float* k, const ConvShape& shape,
                cudaStream_t stream) {
@@ -149,9 +201,7 @@ void conv_tanh_maxpool_best(float* y, const float* x, const float* k, const Conv
   pool.validate(shape);
   // K = 1 layers that run_pointwise takes pool after it: it reads x once for all maps.
   if (pool == PoolShape{2, 2} && !pointwise_takes(shape) &&
-      (run_c1_half(y, x, k, shape, stream) || run_c1_wgmma_pooled(y, x, k, shape, stream) ||
-       run_image_pooled(y, x, k, shape, stream) ||
-       (plain_runs_tiled(shape) && run_tiled_pooled(y, x, k, shape, stream)))) {
+      run_first(kPooledRoutes, y, x, k, shape, stream)) {
     return;
   }
   if (run_conv_then_pool(y, x, k, shape, pool, stream)) return;
