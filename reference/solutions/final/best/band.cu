@@ -1,5 +1,23 @@
-// The best kernel, route band: C > 1 with up to 32 maps and long sums on images too large to
-// stage whole.
+// The best kernel, route band: C > 1, K > 1, up to 32 maps and sums of 128 terms or more, on
+// images too large to stage whole or with filters too large to keep split in shared memory.
+//
+// The staged-image product (image.cu: 3xTF32, pixels as A's rows, 8 maps per B fragment) on
+// tiles of up to kBandOutputs consecutive outputs (a band of whole output rows of one image, or
+// several whole images where an image has few outputs), the sum's channels walked in chunks.
+// Each chunk's input rows (the band's rows plus K - 1 below, every column) and its split
+// filters come to shared memory by cp.async, the next chunk's while this one is multiplied; the
+// accumulators stay in registers across chunks, two tasks of 32 rows of A a warp. The filters
+// are split into big and small once per call, into a workspace in the fragment order of the
+// staged-image kernel, chunk after chunk, so a block copies a chunk's filters with 16-byte loads
+// and splits nothing. These layers ran faster so than on the gathering GEMM, the
+// channel-streaming kernel or, above 7x7 with few maps, the one-thread kernel.
+//
+// With 4 maps or fewer, most of B's 8 columns would be padding; they hold `shift` copies of
+// each map's filter instead, copy j moved j columns right (shift = 8, 4, 2 for 1, 2, 3-4
+// maps): a row of A is then `shift` consecutive outputs of a row of y, its terms K x (K +
+// shift - 1) per channel, and column (m, j) gives output w + j of map m. A staged channel ends
+// in zeros, so that a last row's terms past the image read zeros. Up to K = 4, and with 3 maps
+// (2 of the 8 columns stay padding) up to 7x7, the earlier routes stay faster and keep those.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -14,43 +32,6 @@
 namespace convlab::solution::best {
 namespace {
 
-// ---- C > 1, few maps, images too large to stage whole: tiles of outputs, channels in chunks --
-//
-// The staged-image product above (3xTF32, pixels as A's rows, 8 maps per B fragment) for
-// images over its 48 KB, or sums whose split filters do not fit in shared memory: a block
-// takes a tile of up to kBandOutputs consecutive outputs (a band of whole output rows of one
-// image, or several whole images where an image has few outputs) and walks the sum's channels
-// in chunks. Each chunk's input rows (the band's rows plus K - 1 below, every column) and its
-// split filters come to shared memory by cp.async, the next chunk's while this one is
-// multiplied; the accumulators stay in registers across chunks, two tasks of 32 rows of A a
-// warp. The filters are split into big and small once per call, into a workspace in the
-// fragment order of the staged-image kernel, chunk after chunk, so a block copies a chunk's
-// filters with 16-byte loads and splits nothing. Before it, these layers ran the gathering
-// GEMM, the channel-streaming kernel or, above 7x7 with few maps, the one-thread kernel (256
-// images, H100, fastest of 10, the same run; cuDNN's fastest fp32 algorithm beside):
-//   C = 19, 13 maps, K = 4 on 58x83      0.514 to 0.419 ms (cuDNN 0.359)
-//   C = 93, 10 maps, K = 8 on 32x35      1.774 to 0.881 (0.315)
-//   C = 67, 8 maps, K = 5 on 36x92       2.112 to 0.758 (0.902)
-//   C = 300, 8 maps, K = 5 on 40x40      5.817 to 1.305 (1.783)
-//   C = 16, 16 maps, K = 5 on 100x100    1.383 to 0.747 (0.803)
-//   C = 32, 24 maps, K = 3 on 64x64      0.556 to 0.291 (0.611)
-//   C = 8, 32 maps, K = 7 on 64x64       0.681 to 0.409 (0.336)
-//   C = 48, 12 maps, K = 9 on 20x20      0.308 to 0.143 (0.105)
-// One measured shape is slower than the GEMM it replaced: C = 128, 32 maps, K = 3 on 30x30,
-// 0.424 to 0.499 ms (its 28-row outputs fill 77% of the tiles' rows; cuDNN 0.24).
-//
-// With 4 maps or fewer, most of B's 8 columns would be padding; they hold `shift` copies of
-// each map's filter instead, copy j moved j columns right (shift = 8, 4, 2 for 1, 2, 3-4
-// maps): a row of A is then `shift` consecutive outputs of a row of y, its terms K x (K +
-// shift - 1) per channel, and column (m, j) gives output w + j of map m. A staged channel ends
-// in zeros, so that a last row's terms past the image read zeros. Against the routes before
-// it (same run): C = 502, 2 maps, K = 11 on 26x14 0.987 to 0.502 ms (cuDNN 0.670); C = 300,
-// 2 maps, K = 7 on 40x40 4.513 to 1.055 (1.769); C = 64, 4 maps, K = 5 on 64x64 1.087 to
-// 0.517 (0.928); C = 53, one map, K = 7 on 15x46 0.137 to 0.100 (0.129); C = 12, 3 maps, K = 8
-// 0.085 to 0.039 (0.138). Slower up to K = 4 (C = 135, 2 maps, K = 4 on 9x21 0.079 against
-// 0.068; C = 32, one map, K = 3 on 100x100 0.299 against 0.248) and with 3 maps up to 7x7,
-// where 2 of the 8 columns stay padding (C = 37, K = 7 on 32x9 0.051 against 0.048; C = 48,
-// K = 6 on 20x11 0.049 against 0.046): those keep the earlier routes.
 constexpr int kBandWarps = 8, kBandThreads = 32 * kBandWarps;
 constexpr int kBandTasks = 2;  // tasks of 32 rows of A per warp (the kernel's step assumes 2)
 constexpr int kBandOutputs = 32 * kBandTasks * kBandWarps;  // rows of A per tile at most
@@ -306,7 +287,7 @@ BandGeometry band_tiles(BandGeometry g, int images) {
 
 // The band route's geometry; tiles 0 where it does not take the shape: C = 1 (the C = 1
 // kernels), K = 1 (run_pointwise), more than 32 maps (the GEMMs), sums under kBandMinTerms
-// terms, rows wider than a tile, and up to 4 maps where the shifted filters measured slower
+// terms, rows wider than a tile, and up to 4 maps where the shifted filters are slower
 // (K up to 4, or 3 maps up to 7x7).
 BandGeometry band_geometry(const ConvShape& s) {
   BandGeometry g{};
@@ -324,7 +305,7 @@ BandGeometry band_geometry(const ConvShape& s) {
   g.KW = s.K + g.shift - 1;
   g.W_rows = ceil_div(g.W_out, g.shift);
   // Up to 4 maps with filters the tiled kernels take: from K = 5 on, with B's columns full
-  // (1, 2 or 4 maps); otherwise the earlier routes measured faster (see the kernel).
+  // (1, 2 or 4 maps); otherwise the earlier routes are faster (see the file's header).
   const bool stream_faster = s.M <= 4 && s.K <= kMaxK && (s.K < 5 || s.M == 3);
   if (s.C == 1 || s.K == 1 || g.frags() > kImageMaxMapFrags || s.C * s.K * s.K < kBandMinTerms ||
       g.W_rows > kBandOutputs || stream_faster) {

@@ -1,4 +1,22 @@
-// The best kernel, fused route c1_half: C = 1, K = 5 and 25 to 64 maps.
+// The best kernel, fused route c1_half: conv + tanh + 2x2 max-pool for C = 1, K = 5 and 25 to
+// 64 maps on images of at most 48 KB (the project's layer).
+//
+// fp32 accuracy from fp16 products, which the tensor cores run at twice the TF32 rate: every
+// value v is split into v's fp16 rounding and the fp16 rounding of the rest (11 + 11 bits, as
+// 3xTF32), and big x big + big x small + small x big are accumulated in fp32 (the largest error
+// against a float64 sum, after tanh, is below 1e-6, as with 3xTF32). fp16's range is narrow,
+// so the values are scaled by powers of two first (exact): each image so that its largest
+// magnitude lies in [2^14, 2^15), the filters likewise, and the epilogue scales the pooled
+// maximum back (with tanh's exp2 scale: one multiply). fp16 pairs are 4-byte units, so a block
+// stages an image (cp.async) and writes it as two planes of pairs, plane[i] = (v[i], v[i + 1])
+// for the big and the small parts: a lane's A register, two horizontally adjacent terms of its
+// output, is one 4-byte load at any offset. The sum's terms go by pairs of columns of a filter
+// row (K = 5: 3 pairs a row, the last with one term and a zero filter; 15 pairs, 2 steps of 16
+// terms). The rest is tensor_cores' image kernel: every filter as fragments in registers (both
+// parts), a warp's tile 8 windows whose top and bottom rows are two products, a lane holding
+// whole windows, so the pool is three maxima. Faster so than the wgmma kernel (c1_wgmma.cu:
+// operands split per tile, warp groups pooling across lanes) and the FMA kernel (tiled.cu) on
+// these layers.
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
@@ -15,32 +33,6 @@
 namespace convlab::solution::best {
 namespace {
 
-// ---- C = 1 fused, 25 to 64 maps, K = 5: three fp16 products on mma.sync ---------------------
-// The project's fused layer with fp32 accuracy in fp16 products, which the tensor cores run at
-// twice the TF32 rate: every value v is split into v's fp16 rounding and the fp16 rounding
-// of the rest (11 + 11 bits, as 3xTF32), and big x big + big x small + small x big are
-// accumulated in fp32. fp16's range is narrow, so the values are scaled by powers of two first
-// (exact): each image so that its largest magnitude lies in [2^14, 2^15), the filters likewise,
-// and the epilogue scales the pooled maximum back (with tanh's exp2 scale: one multiply).
-// fp16 pairs are 4-byte units, so a block stages an image (cp.async) and writes it as two planes
-// of pairs, plane[i] = (v[i], v[i + 1]) for the big and the small parts: a lane's A register, two
-// horizontally adjacent terms of its output, is one 4-byte load at any offset. The sum's terms
-// go by pairs of columns of a filter row (K = 5: 3 pairs a row, the last with one term and a
-// zero filter; 15 pairs, 2 steps of 16 terms). The rest is tensor_cores' image kernel: every
-// filter as fragments in registers (both parts), a warp's tile 8 windows whose top and bottom
-// rows are two products, a lane holding whole windows, so the pool is three maxima.
-// Measured on an H200 (kernel alone, CUDA events, L2 flushed, fastest of 20), against the wgmma
-// kernel (3xTF32: operands split per tile, warp groups pooling across lanes) for 41 maps or
-// more and the FMA kernel below that: the project's layer 0.232 to 0.184 ms (Op Time 0.240 to
-// 0.192); 48 maps on 2,000 images of 44x44 0.123 to 0.100; 56 maps, 23x19 0.072 to 0.059; 64
-// maps 0.256 to 0.207; 40 maps 0.245 to 0.148 and 25 maps 0.159 to 0.128 (FMA). The largest
-// error against a float64 sum, after tanh: 6e-7 to 7e-7 (3xTF32: 8e-7 to 9e-7). Not adopted:
-// both parts of a pair in one 8-byte load (0.191 to 0.210 ms); four blocks per SM (128
-// registers, spills: 0.206 to 0.223 with the generic sizes); six warps a block, 3 tiles each
-// (0.194 to 0.202); one barrier an image, the next image split (two sets of planes) by the
-// warps with a tile fewer while the others finish theirs (0.185 to 0.189; 14x30 11% faster,
-// 54x54 22% slower at 70 KB a block); blocks of 1 or 2 warps (0.173 and 0.175, but 56 maps on
-// 23x19 0.059 to 0.137 and 0.083).
 // At least 12 warps an SM (146 to 168 registers; 16 with 32 maps or fewer), in blocks of 3 or 4
 // (run_c1_half).
 constexpr int kHalfWarpsPerSm = 12;
@@ -178,8 +170,7 @@ __global__ void __launch_bounds__(32 * kWarps, kHalfWarpsPerSm / kWarps)
     // Fused, tanh's exp2 scale goes with the scales' undoing: one multiply a pooled value. In
     // shared memory: a register held across the tiles makes the kernel spill.
     if (tid == 0) unscale = ldexpf(ldexpf(kTanhExp2Scale, -xe), -fe);
-    // Four words a thread, each value split once (words is a multiple of 4): 0.1756 to 0.1731
-    // ms on the project's layer against a word a thread.
+    // Four words a thread, each value split once (words is a multiple of 4).
     for (int i = 4 * tid; i < g.words; i += 4 * kThreads) {
       const float4 v = *reinterpret_cast<const float4*>(raw + i);
       const float in[5] = {v.x, v.y, v.z, v.w, i + 4 < g.words ? raw[i + 4] : 0.0f};
@@ -248,12 +239,12 @@ template <int kK, int NT, int kWarps>
 void launch_c1_half(float* y, const float* x, const float* k, const HalfGeometry& g,
                     cudaStream_t stream) {
   // The course's images (Fashion-MNIST) are 28x28: their sizes as constants take the address
-  // arithmetic of a tile off the warps (the project's layer 0.206 to 0.191 ms).
+  // arithmetic of a tile off the warps.
   const auto kernel = g.H == 28 && g.W == 28 ? conv_c1_half_kernel<kK, NT, 28, 28, kWarps>
                                              : conv_c1_half_kernel<kK, NT, 0, 0, kWarps>;
   allow_dynamic_shared_memory(kernel, g.bytes(), "conv_tanh_maxpool_best");
   // Nothing is read twice through L1: all of it as shared memory, and the grid as many blocks
-  // as then fit (four blocks of 4 warps up to 32 maps): 32 maps on 44x44 8% faster.
+  // as then fit (four blocks of 4 warps up to 32 maps).
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                   cudaSharedmemCarveoutMaxShared));
   const auto blocks = static_cast<unsigned>(std::min<std::int64_t>(
@@ -283,10 +274,9 @@ bool run_c1_half(float* y, const float* x, const float* k, const ConvShape& s,
   if (g.items == 0 || g.items >= (1 << 21) || g.bytes() > kHalfSharedMax) return false;
   if (g.B == 0) return true;
   // Blocks of 3 warps where they share an image's tiles evenly and 4 would not (the project's
-  // 18 tiles of 8 windows: 6 + 6 + 6 rather than 5 + 5 + 4 + 4, 0.184 to 0.175 ms), otherwise
-  // 4: warps idle at the barrier between images are the loss. Not with fewer images than
-  // blocks of 3 warps: then 4 warps an image keep more at work (300 images: 0.017 against
-  // 0.015 ms).
+  // 18 tiles of 8 windows: 6 + 6 + 6 rather than 5 + 5 + 4 + 4), otherwise 4: warps idle at
+  // the barrier between images are the loss. Not with fewer images than blocks of 3 warps: then
+  // 4 warps an image keep more at work.
   const int sms = multiprocessor_count(), tiles = ceil_div(g.items, 8);
   const bool three = tiles % 3 == 0 && tiles % 4 != 0 && g.B >= sms * (kHalfWarpsPerSm / 3);
   // kHalfMinMaps to kHalfMaxMaps maps, in fragments of 8.

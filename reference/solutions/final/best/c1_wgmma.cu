@@ -1,4 +1,23 @@
-// The best kernel, route c1_wgmma: C = 1 with 41 maps or more and K = 5 to 7, on Hopper.
+// The best kernel, route c1_wgmma (an sm_90a build on Hopper): C = 1 with blocks of 41 to 64
+// maps and K = 5 to 7, fused with the 2x2 max-pool or plain (plain: K = 7, or K = 5 and 6 on
+// rows of y that are not whole 32-byte sectors).
+//
+// The layer as a product on the tensor cores with fp32 accuracy (3xTF32, as gemm.cu): rows are
+// conv outputs, columns maps, the sum runs over the K*K terms. A block is one warp group (4
+// warps) issuing wgmma.mma_async, the Hopper product of a whole warp group: one instruction
+// multiplies 64 outputs by up to 64 maps by 8 terms, up to 32 times the work of an mma.sync. A,
+// the inputs, comes from registers: each lane loads its values from the image staged in shared
+// memory and splits them. B, the filters, is read by the tensor cores from shared memory, split
+// once per block in the layout of the instruction's matrix descriptor, so no register holds a
+// filter. Fused, a lane's two rows are the left and right output of one row of a pooling
+// window; the window's other row is 4 lanes away: the pool is two fmaxf and one shuffle per
+// map. Plain, a tile's 64 rows are 64 consecutive outputs, which go through shared memory so
+// that a warp's stores are whole lines of y (float4s).
+// Where the others win: with fewer maps, or K under 5 (the sum then mostly padding), the FMA
+// kernel (tiled.cu) is faster; plain, the warps wait on the stores, and on rows of whole
+// sectors the FMA kernel, which writes longer runs of y, stays faster up to K = 6. Fused, K = 5
+// with 25 to 64 maps (the project's layer) goes to c1_half.cu first.
+// wgmma is an sm_90a instruction: other builds compile an empty kernel and never launch it.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -14,33 +33,6 @@
 namespace convlab::solution::best {
 namespace {
 
-// ---- C = 1 on Hopper: the warp group's products (wgmma) --------------------------------------
-// The project's layer (C = 1), fused with the 2x2 max-pool or plain, as a product on the tensor
-// cores with fp32 accuracy (3xTF32, as run_gemm): rows are conv outputs, columns maps, the sum
-// runs over the K*K terms. A block is one warp group (4 warps) issuing wgmma.mma_async, the
-// Hopper product of a whole warp group: one instruction multiplies 64 outputs by up to 64 maps
-// by 8 terms, up to 32 times the work of an mma.sync. A, the inputs, comes from registers:
-// each lane loads its values from the image staged in shared memory and splits them. B, the
-// filters, is read by the tensor cores from shared memory, split once per block in the layout
-// of the instruction's matrix descriptor, so no register holds a filter. Fused, a lane's two
-// rows are the left and right output of one row of a pooling window; the window's other row
-// is 4 lanes away: the pool is two fmaxf and one shuffle per map. Plain, a tile's 64 rows are
-// 64 consecutive outputs, which go through shared memory so that a warp's stores are whole
-// lines of y (float4s).
-// Measured on an H100 (fastest of 20, L2 flushed): the project's layer 0.304 to 0.226 ms; M =
-// 64, K = 7 on 40x40, 0.342 to 0.273. The warps are latency-bound at 4 per scheduler (about
-// 300 instructions per tile, the epilogue's pool, tanh and stores a third; tensor pipe 47%):
-// with one product per step instead of three it took 0.181 ms, not 40% of the time.
-// Fewer maps lose: M = 27 to 33 ran 1-3% slower than the FMA kernel, so 41 maps at least; K
-// under 5 lose more (M = 64, K = 3: 0.24 against 0.20 ms), the sum then being mostly padding.
-// Plain (fastest of 10, L2 flushed, against the FMA kernel): M = 50, K = 7 on 31x31 0.84 to
-// 0.47 ms, K = 6 on 32x32 0.91 to 0.52, M = 200, K = 7 on 30x30 0.55 to 0.37, M = 64, K = 5 on
-// 32x32 0.48 to 0.39. The warps wait on the stores (DRAM 78% busy, 13 cycles per instruction
-// issued): on rows of whole sectors the FMA kernel, which writes longer runs of y, stays 3-9%
-// faster up to K = 6 (the project's layer 0.401 against 0.437 ms) and keeps them.
-// Fused, K = 5 with up to 64 maps (the project's layer) has since moved to run_c1_half below:
-// fp16 products on whole windows per lane, 0.184 against 0.232 ms on an H200.
-// wgmma is an sm_90a instruction: other builds compile an empty kernel and never launch it.
 constexpr int kWgThreads = 128;           // one warp group
 constexpr int kWgMinMaps = 41;            // maps per block at least ...
 constexpr int kWgMaxMaps = 64;            // ... and at most (8 fragments of 8)

@@ -1,4 +1,8 @@
-// The best kernel, the routes of every shape: one thread per output (or per pooled output).
+// The best kernel, the fallbacks: one thread per output (conv_best) or per pooled output
+// (conv_tanh_maxpool_best), for the shapes no other route takes (K > 7 with at most 4 maps, or
+// with C = 1 on a grid that fills at most half the SMs; one map's filter above 64 KB), so that
+// the launchers are correct for every shape. Few outputs with a long sum split the channels
+// into parts on blocks of their own (run_channel_parts).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>

@@ -1,4 +1,22 @@
-// The best kernel, route gemm: C > 1 (and filters above 7x7), the implicit GEMM.
+// The best kernel, route gemm: the implicit GEMM on tensor cores with fp32 accuracy (3xTF32),
+// for C > 1 where the channel-streaming kernel (tiled.cu) is slower, and from 5 maps on for
+// filters it cannot take (above 7x7, or one map's filter above its constant memory), C = 1
+// included.
+//
+// y as a product: Y[m][n] = sum_r A[m][r] * X[r][n], with A = k as an M x C*K*K matrix, n an
+// output pixel of the batch (b, h, w) and r = (c, p, q), X[r][n] = x[b][c][h+p][w+q]. The
+// gather splits: X[r][n] sits at base(n) + offset(r), base(n) = b*C*H*W + h*W + w and
+// offset(r) = c*H*W + p*W + q. A block builds the table of offset(r) once (shared memory), a
+// thread its column's base once. Tiles of A and X reach shared memory through a cp.async
+// pipeline a few stages deep, and warps multiply 16x8x8 fragments with mma.sync. Each operand
+// v is split into big = tf32(v) and small = v - big, and a*b is taken as a_small*b_big +
+// a_big*b_small + a_big*b_big (3xTF32): the dropped a_small*b_small is below fp32's own
+// rounding, so the sums are as accurate as fp32 FMAs (exact counts). Three tensor-core
+// products run about as fast as cuBLAS's fp32 SGEMM; the split, not the tensor core, limits
+// small M. The tiled kernels keep C = 1, short sums (C*K*K < 32) and few maps (M <= 8, or M <=
+// 16 with sums under 256 terms: a split operand then feeds too few products to pay for its
+// split). On Hopper, large grids take gemm_ws.cu's kernel instead. Sums longer than the offset
+// table run in chunks of channels (for_channel_chunks).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -13,21 +31,6 @@
 
 namespace convlab::solution::best {
 namespace {
-
-// C > 1: the implicit GEMM on tensor cores, with fp32 accuracy (3xTF32).
-//
-// y as a product: Y[m][n] = sum_r A[m][r] * X[r][n], with A = k as an M x C*K*K matrix, n an
-// output pixel of the batch (b, h, w) and r = (c, p, q), X[r][n] = x[b][c][h+p][w+q]. The
-// gather splits: X[r][n] sits at base(n) + offset(r), base(n) = b*C*H*W + h*W + w and
-// offset(r) = c*H*W + p*W + q. A block builds the table of offset(r) once (shared memory), a
-// thread its column's base once. Tiles of A and X reach shared memory through a cp.async
-// pipeline a few stages deep, and warps multiply 16x8x8 fragments with mma.sync. Each operand
-// v is split into big = tf32(v) and small = v - big, and a*b is taken as a_small*b_big +
-// a_big*b_small + a_big*b_big (3xTF32): the dropped a_small*b_small is below fp32's own
-// rounding, so the sums are as accurate as fp32 FMAs (exact counts). Three tensor-core
-// products run about as fast as cuBLAS's fp32 SGEMM (43-55 TFLOP/s of direct-convolution
-// work on VGG-16's layers, H100); the split, not the tensor core, limits small M. On Hopper,
-// large grids take run_gemm_ws below instead.
 
 // One pipeline stage in shared memory: A[BM][BK] with rows padded to BK + 4 floats and
 // X[BK][BN] with rows padded to BN + 8, so that a warp's fragment loads hit 32 banks
@@ -213,21 +216,15 @@ bool launch_gemm_config(float* y, const float* x, const float* k, GemmGeometry g
   return true;
 }
 
-// The GEMM path for a plain conv; false (nothing launched) for the shapes the tiled kernels run
-// faster: C = 1, short sums (C*K*K < 32) and few maps (M <= 8, or M <= 16 with sums of at most 512
-// terms: a split operand then feeds too few products to pay for its split). Sums longer than the
-// offset table run in chunks of channels (for_channel_chunks). Tiles (launch_gemm) measured on an
-// H100 (VGG-16 and small-M layers): 16x128 with 16-row steps and 4 stages for M <= 16, then 3
-// stages: 32x128 for M <= 32, 64x128 for M <= 64, 128x128 with two blocks per SM (it spills 84
-// bytes, still the fastest) when that grid fills the GPU twice, else 64x64 with four blocks per SM.
-// For 9 to 16 maps the stream kernel ran faster up to 400 terms (C = 16, K = 5 on 20x20: 1.34
-// against 1.55 ms; LeNet's conv2: 2.66 against 3.76), as fast at 432, and slower at 576 (C = 64, K
-// = 3, 1000 images: 0.357 against 0.289).
 // launch_gemm's tile height up to 64 maps (more maps: 128 or 64 rows, by the grid's size).
 constexpr int gemm_tile_rows(int M) {
   return M <= 16 ? 16 : M <= 32 ? 32 : 64;
 }
 
+// The tiles, the fastest for each size: 16x128 with 16-row steps and 4 stages for M <= 16,
+// then 3 stages: 32x128 for M <= 32, 64x128 for M <= 64, 128x128 with two blocks per SM (it
+// spills a few bytes, and is still the fastest) when that grid fills the GPU twice, else 64x64
+// with four blocks per SM.
 bool launch_gemm(float* y, const float* x, const float* k, const GemmGeometry& g,
                  cudaStream_t stream, int parts = 1) {
   const int rows = gemm_tile_rows(g.M);
@@ -241,16 +238,16 @@ bool launch_gemm(float* y, const float* x, const float* k, const GemmGeometry& g
   return launch_gemm_config<64, 64, 2, 2, 32, 3, 4>(y, x, k, g, stream, parts);
 }
 
-// Grids that leave most SMs idle with a long sum (few pixels, many channels: C = 1030 on 84
-// pixels took 0.64 ms on one block per chunk): the channels split into parts of at least
-// kSplitMinTerms terms, each part's product on its own blocks (blockIdx.y) into its own copy of
-// y in a pooled workspace, then one kernel adds the parts. False (nothing launched) where the
-// grid is large enough, the sum too short, or the workspace cannot be had.
 // Blocks of launch_gemm's grid, or fewer (its tiles are smaller above 64 maps).
 std::int64_t gemm_grid_blocks(const GemmGeometry& g) {
   return ceil_div(g.M, gemm_tile_rows(g.M)) * ceil_div<std::int64_t>(g.N, 128);
 }
 
+// Grids that leave most SMs idle with a long sum (few pixels, many channels): the channels
+// split into parts of at least kSplitMinTerms terms, each part's product on its own blocks
+// (blockIdx.y) into its own copy of y in a pooled workspace, then one kernel adds the parts.
+// False (nothing launched) where the grid is large enough, the sum too short, or the workspace
+// cannot be had.
 bool run_gemm_split(float* y, const float* x, const float* k, GemmGeometry g, cudaStream_t stream) {
   const int sms = multiprocessor_count(), kk = g.K * g.K, channels = g.R / kk;
   const std::int64_t blocks = gemm_grid_blocks(g);
@@ -293,12 +290,9 @@ bool run_gemm(float* y, const float* x, const float* k, const ConvShape& s, cuda
   const GemmGeometry g = make_gemm_geometry(s, k);
   // Filters larger than every tiled kernel's (K > kMaxK, or C > 1 with one map's filter above
   // the streaming kernel's constant memory) have only the one-thread-per-output kernel left,
-  // which the GEMM beats from 5 maps on, C = 1 included (H100: C = 1, 64 maps, K = 9 0.448 to
-  // 0.097 ms; 16 maps 0.232 to 0.081; C = 3, 16 maps, K = 11 0.128 to 0.044). Not with 4 maps
-  // or fewer, three quarters of its columns or more padding (2 maps, K = 15: 0.031 against 0.071
-  // ms; 2 maps, C = 400, K = 7 on 64 images of 40x40: 2.23 against 3.00), nor with C = 1 on
-  // grids that fill at most half the SMs, whose sum cannot be split by channels (64 maps, K =
-  // 23, 18x18 outputs: 0.030 against 0.048).
+  // which the GEMM beats from 5 maps on, C = 1 included. Not with 4 maps or fewer, three
+  // quarters of its columns or more padding, nor with C = 1 on grids that fill at most half the
+  // SMs, whose sum cannot be split by channels.
   const int sms = multiprocessor_count();
   const bool only_fallback_left = s.K > kMaxK || stream_launch_maps(s.M, s.C, s.K) == 0;
   const bool declined = only_fallback_left

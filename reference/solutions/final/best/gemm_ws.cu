@@ -1,5 +1,21 @@
-// The best kernel, route gemm_ws: C > 1 with more than 32 maps on Hopper, the implicit GEMM
-// with a producer warp group.
+// The best kernel, route gemm_ws (an sm_90a build on Hopper): C > 1 with more than 32 maps,
+// sums of 64 terms or more and grids of half the SMs or more; also the products of the
+// Winograd route (winograd.cu).
+//
+// The implicit GEMM's product (gemm.cu, 3xTF32) on wgmma, both operands read by the tensor
+// cores from shared memory. A block is one producer warp group and one or two consumer warp
+// groups of 64 maps each, 128 pixels. The producer loads a stage (16 terms of the filters and
+// of the gathered inputs) into registers, splits every value once into its TF32 parts and
+// stores both parts in the descriptors' K-major layout; the consumers only issue products.
+// Barriers in shared memory (mbarrier) hand the stages over, a full and an empty one per stage,
+// so that neither side waits for the whole block. The grid is persistent (as many blocks as
+// fit at once, each taking tiles in turn), and the producer's loads run 2 or 3 stages ahead of
+// its stores, across tiles: a block's start, its pipeline's fill and its outputs' stores no
+// longer leave the tensor cores idle. Outputs are stored as pairs (float2) where y's rows
+// allow. Why a producer: where every thread split the values it had copied between the
+// block's barriers, the kernel needed 200 registers and waited on each stage's gather, split
+// and barrier; from 33 maps the mma.sync GEMM's tiles are 64 maps wide too, and its products
+// slower than these.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -15,25 +31,6 @@
 namespace convlab::solution::best {
 namespace {
 
-// ---- C > 1 on Hopper: the implicit GEMM with a producer warp group ----------------------------
-// run_gemm's product (3xTF32) on wgmma, both operands read by the tensor cores from shared
-// memory. A block is one producer warp group and one or two consumer warp groups of 64 maps
-// each, 128 pixels. The producer loads a stage (16 terms of the filters and of the gathered
-// inputs) into registers, splits every value once into its TF32 parts and stores both parts in
-// the descriptors' K-major layout; the consumers only issue products. Barriers in shared memory
-// (mbarrier) hand the stages over, a full and an empty one per stage, so that neither side
-// waits for the whole block. The grid is persistent (as many blocks as fit at once, each taking
-// tiles in turn), and the producer's loads run 2 or 3 stages ahead of its stores, across tiles:
-// a block's start, its pipeline's fill and its outputs' stores no longer leave the tensor cores
-// idle. Outputs are stored as pairs (float2) where y's rows allow.
-// Measured on an H100 (VGG-16 at batch 16, fastest of 10, L2 flushed): against run_gemm 10-22%
-// faster on every layer from C = 64 on (conv4-2 1.16 to 0.92 ms, conv1-2 1.31 to 1.16), then
-// persistent, loads ahead and paired stores 0.92 to 0.79 (conv4-2), 1.16 to 1.01 (conv1-2),
-// 0.167 to 0.133 (M = 128, C = 16, K = 5, 64 images of 40x40). Shared memory bounded the first
-// version (84% busy: the three products read both operands' parts, and the producer writes
-// them). A first version without the producer, every thread splitting the values it had
-// copied between the block's barriers, ran 12-35% slower than run_gemm: 200 registers, one
-// block of 8 warps per SM, latency-bound on each stage's gather, split and barrier.
 constexpr int kWsTerms = 16;  // terms per stage
 constexpr int kWsStages = 4;
 // Stages the producer's loads run ahead of the one it stores: as many as its registers allow
@@ -389,10 +386,7 @@ void launch_gemm_ws_for_maps(float* y, const float* x, const float* k, const Gem
 
 // The producer-consumer GEMM for C > 1 with more than 32 maps, sums of 64 terms or more and a
 // grid of half the SMs or more; false (nothing launched) otherwise, or without the sm_90a
-// kernel for this device. From 33 maps run_gemm's tiles are 64 maps wide too, and its
-// `mma.sync` products were slower (H100, 32 images: C = 44, 59 maps, K = 6 on 34x98 0.441 to
-// 0.345 ms; C = 128, 40 maps, K = 5 on 32x32 0.286 to 0.226; C = 8, 40 maps, K = 3 0.0164 to
-// 0.0142); with 32 maps it was faster (C = 16, K = 5 on 40x40: 0.044 against 0.055).
+// kernel for this device. With 32 maps or fewer run_gemm's narrower tiles are faster.
 constexpr int kWsMinMaps = 33;
 bool run_gemm_ws(float* y, const float* x, const float* k, const ConvShape& s,
                  cudaStream_t stream) {
@@ -403,8 +397,8 @@ bool run_gemm_ws(float* y, const float* x, const float* k, const ConvShape& s,
   if (g.N > INT_MAX - kWsPixels || ceil_div<std::int64_t>(g.N, kWsPixels) * g.M > INT_MAX) {
     return false;
   }
-  // One block per SM: grids of fewer blocks than half the SMs ran faster on run_gemm's smaller
-  // tiles (M = 200, C = 24, 3 images of 11x13: 0.016 against 0.025 ms).
+  // One block per SM: grids of fewer blocks than half the SMs run faster on run_gemm's smaller
+  // tiles.
   const std::int64_t blocks =
       ceil_div<std::int64_t>(g.N, kWsPixels) * ceil_div(g.M, 64 * ws_consumer_groups(g.M));
   if (2 * blocks < multiprocessor_count()) return false;

@@ -1,4 +1,19 @@
-// The best kernel, route image: C > 1 with 5 to 32 maps, whole images staged in shared memory.
+// The best kernel, route image: C > 1 with 5 to 32 maps and sums of up to a few hundred terms
+// on images of at most 48 KB (LeNet's conv2, odd-shapes' conv2), plain or fused.
+//
+// The implicit GEMM's 3xTF32 product (gemm.cu), but X comes from whole images staged in shared
+// memory instead of a per-term gather from global memory: each input value feeds K*K terms,
+// which the gather loads K*K times and the staged image once. A block stages a chunk of
+// consecutive images (one contiguous copy, cp.async, the next chunk's while this one is
+// multiplied); a warp task is 32 consecutive outputs of the chunk, two 16-row A fragments whose
+// rows are outputs and columns the sum's terms, read straight from the image at the output's
+// offset plus the term's. B holds 8 maps per fragment; the filters are split into big and small
+// once per block and kept in shared memory in fragment order, so that a lane's four values for
+// a step and a map fragment are one 16-byte load. The outputs' offsets (in the chunk and in y)
+// are a table built once per block: they are the same for every chunk. Fused with tanh and the
+// 2x2 max-pool, the table orders the outputs by window, so that a lane holds whole windows.
+// Up to 4 maps (half of B's columns or more padding), and up to 8 with sums under 32 terms,
+// the channel-streaming kernel is faster and keeps them.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -15,23 +30,11 @@
 namespace convlab::solution::best {
 namespace {
 
-// C > 1 with at most 32 maps and sums of up to a few hundred terms (LeNet's conv2, odd-shapes'
-// conv2): the same 3xTF32 product, but X comes from whole images staged in shared memory
-// instead of a per-term gather from global memory (each input value feeds K*K terms: the
-// gather loads it K*K times, the staged image once). A block stages a chunk of consecutive
-// images (one contiguous copy, cp.async, the next chunk's while this one is multiplied); a
-// warp task is 32 consecutive outputs of the chunk, two 16-row A fragments whose rows are
-// outputs and columns the sum's terms, read straight from the image at the output's offset
-// plus the term's. B holds 8 maps per fragment; the filters are split into big and small once
-// per block and kept in shared memory in fragment order, so that a lane's four values for a
-// step and a map fragment are one 16-byte load. The outputs' offsets (in the chunk and in y)
-// are a table built once per block: they are the same for every chunk. Fused with tanh and the
-// 2x2 max-pool, the table orders the outputs by window, so that a lane holds whole windows.
 constexpr int kImageWarps = 8, kImageThreads = 32 * kImageWarps;
 constexpr int kImageChunkFloats = 12 * 1024;  // images per chunk: 48 KB at most
 constexpr int kImageFilterBytes = 64 * 1024;  // the split filters at most
 constexpr int kImageSharedMax = 110 * 1024;   // two blocks per SM
-// 16-output A fragments per warp task (4 measured 0-5% slower with up to 16 maps).
+// 16-output A fragments per warp task.
 constexpr int kImageFrags = 2;
 
 struct ImageGeometry {
@@ -82,10 +85,8 @@ __global__ void __launch_bounds__(kImageThreads, 2)
     conv_best_image_kernel(float* __restrict__ y, const float* __restrict__ x,
                            const float* __restrict__ k, const ImageGeometry g) {
   static_assert(!kPool || kImageFrags == 2, "a window's four corners are two fragments' rows");
-  // Steps unrolled: measured per map fragments (H100; unrolled by 2, not unrolled): 1, M = 8,
-  // C = 6, K = 7 on 30x30: 0.77 against 0.83 ms; 2, LeNet's conv2: 1.37 against 1.33; 3,
-  // odd-shapes' conv2: 0.195 against 0.199; 4, M = 32, C = 16, K = 3 on 16x16: 0.372 against
-  // 0.370.
+  // Steps unrolled by 2 for odd counts of map fragments, not unrolled for even ones: the faster
+  // of the two for each count.
   constexpr int kStepUnroll = NT % 2 == 0 ? 1 : 2;
   extern __shared__ float4 smem4[];
   auto* filters = reinterpret_cast<uint4*>(smem4);
@@ -236,10 +237,8 @@ void launch_image(float* y, const float* x, const float* k, const ImageGeometry&
 
 // The image path's geometry for a plain conv; group 0 where the path does not take the shape:
 // where it does not fit (C = 1, more than 32 maps, or an image, a sum or a table too large for
-// its shared memory) or where the stream kernel measured faster on an H100: up to 4 maps (half
-// of B's columns or more are padding: M = 4, C = 4, K = 5 on 32x32, 0.30 against 0.38 ms;
-// M = 2, 0.26 against 0.43) and up to 8 maps with sums under 32 terms (M = 8, C = 2, K = 3 on
-// 28x28: 0.139 against 0.156).
+// its shared memory) or where the stream kernel is faster: up to 4 maps (half of B's columns
+// or more are padding) and up to 8 maps with sums under 32 terms.
 ImageGeometry image_geometry(const ConvShape& s, bool pool = false) {
   ImageGeometry g{};
   g.M = s.M;

@@ -1,4 +1,12 @@
-// The best kernel, route pointwise: K = 1 with C > 1 and at most 16 maps.
+// The best kernel, route pointwise: K = 1 with C > 1, up to 16 maps and 768 channels.
+//
+// y[b][m][p] = sum_c k[m][c] x[b][c][p]: an input value feeds only its pixel's M outputs, so the
+// layer is bound by reading x. A thread takes 4 consecutive pixels of an image and every channel
+// (one float4 load each where planes are whole float4s), keeps 4 x MT sums, and reads the
+// filters from shared memory as [c][m], a broadcast float4 per 4 maps. A route of its own
+// because the channel-streaming kernel reads x once per 4 maps, and staging whole images gains
+// nothing where each value is read once. On grids of fewer than two blocks per SM, four lanes
+// share a quad's sum, so that the SMs have loads enough in flight.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -14,16 +22,6 @@
 namespace convlab::solution::best {
 namespace {
 
-// K = 1 with C > 1 and at most 16 maps: y[b][m][p] = sum_c k[m][c] x[b][c][p], where an input
-// value feeds only its pixel's M outputs, so the layer is bound by reading x. A thread takes 4
-// consecutive pixels of an image and every channel (one float4 load each where planes are
-// whole float4s), keeps 4 x MT sums, and reads the filters from shared memory as [c][m], a
-// broadcast float4 per 4 maps. The channel-streaming kernel read x once per 4 maps, and the
-// staged images gained nothing from staging (256 images, H100: C = 183, 7 maps on 63x12 0.215 to
-// 0.068 ms, cuDNN 0.110; C = 49, 4 maps on 107x20 0.082 to 0.055; C = 21, 7 maps on 43x5 0.021
-// to 0.014). On grids of fewer than two blocks per SM, four lanes share a quad's sum (256
-// images, H100: C = 256, 12 maps on 14x14 0.086 to 0.043 ms, cuDNN 0.048; C = 512, 16 maps on
-// 7x7 0.266 to 0.053, cuDNN 0.053; C = 21, 7 maps on 43x5 0.0156 to 0.0092, cuDNN 0.0109).
 constexpr int kPointwiseMaxMaps = 16;
 constexpr int kPointwiseThreads = 256;
 constexpr int kPointwiseMaxC = 48 * 1024 / (4 * kPointwiseMaxMaps);  // 768: filters in 48 KB

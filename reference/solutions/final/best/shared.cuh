@@ -103,6 +103,8 @@ void dispatch_map_frags(int nt, F&& f) {
   dispatch_frags<1, kImageMaxMapFrags>(nt, f);
 }
 
+// The implicit GEMM's view of a layer (gemm.cu; gemm_ws.cu and winograd.cu run products of
+// the same form).
 struct GemmGeometry {
   int M, R;          // rows of Y (maps) and the sum's length C*K*K
   int K, HW, W;      // filter size, one input plane, x's row length
@@ -127,8 +129,7 @@ struct GemmGeometry {
 GemmGeometry make_gemm_geometry(const ConvShape& s, const float* k);
 
 // Sums longer than the offset table (kGemmMaxR terms) as chunks of whole channels, one
-// launch(x, k, geometry) each: every chunk after the first adds its part to y. (C = 1025,
-// K = 3 took 735 ms in the stream kernel.)
+// launch(x, k, geometry) each: every chunk after the first adds its part to y.
 template <typename Launch>
 void for_channel_chunks(const GemmGeometry& g, const float* x, const float* k, Launch launch) {
   const int kk = g.K * g.K, channels = g.R / kk, chunk = kGemmMaxR / kk;
@@ -179,10 +180,9 @@ __device__ __forceinline__ float load_shared(unsigned address) {
 // rows g and g + 8 are the staged inputs at shared addresses rows[f][0] and rows[f][1] plus
 // the terms' byte offsets o.x (terms t) and o.y (t + 4), split here; b[n] the step's split
 // filters of map fragment n. Products outermost: consecutive products into one accumulator
-// are F * NT apart, so a warp has that many independent products to issue between them (F = 4
-// against one fragment at a time in the band kernel, H100: C = 48, 12 maps, K = 9 on 20x20
-// 0.143 to 0.123 ms; C = 300, 2 maps, K = 7 on 40x40 1.054 to 0.971). Each accumulator takes
-// the same products in the same order whatever F is.
+// are F * NT apart, so a warp has that many independent products to issue between them (the
+// band kernel steps F = 4 fragments at once). Each accumulator takes the same products in the
+// same order whatever F is.
 template <int F, int NT>
 __device__ __forceinline__ void staged_step_3xtf32(float (&acc)[F][NT][4],
                                                    const unsigned (&rows)[F][2], int2 o,

@@ -1,4 +1,29 @@
-// The best kernel, route tiled: K up to 7, on the FMA units.
+// The best kernel, route tiled: K up to 7 on the FMA units, plain or fused (conv + tanh + 2x2
+// max-pool in registers): C = 1 always, C > 1 where the GEMM's tiles would be mostly padding.
+//
+// C = 1, the hold kernel: no input staging at all. A thread computes a tile of outputs (4x4)
+// and loads the whole (4+K-1) x (4+K-1) input patch it needs into registers once, straight from
+// global memory (float4 rows; neighbouring patches overlap and come from L1). It then loops
+// over the block's output maps: per map, 16*K*K FMAs on registers and ceil(K*K/4) float4 loads
+// of that map's filter, a broadcast from shared memory (every thread of the block is on the
+// same map). The block copies its maps' filters to shared memory once; the patch loads are
+// issued before that copy and its barrier, so their latencies overlap. K is a template
+// parameter (step 3), so the patch and tile loops unroll into FMAs. A block covers 128
+// consecutive tiles (images follow each other, so no thread idles at an image edge) for all
+// maps, or for slices of 25 maps when fused: few, long blocks, since a block's start costs more
+// than a short last wave. Where y's rows take float2 but not float4 stores, 8x2 tiles, so that
+// each lane stores whole pairs next to its neighbours'; plain, K = 4 and 5, 1x4 tiles where
+// row_tiles_faster says so (a warp then stores 512 consecutive bytes of a map).
+//
+// C > 1, the channel-streaming kernel: 4 maps at a time; for each channel, each input row of a
+// 2x4 tile is loaded once and feeds every (output row, map) it contributes to. Filters come
+// from constant memory (step 4), in chunks of maps that fit, one launch per chunk, or for K = 6
+// and 7 from shared memory. Grids too small for the SMs with a long sum split the channels into
+// parts on blocks of their own, added after in a fixed order (run_channel_parts).
+//
+// Stores are float4 (float2) where rows allow; a warp's stores cover whole lines of y. Fused,
+// the thread's outputs are max-pooled 2x2, passed through tanh and stored: the conv output
+// never goes to memory.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -16,14 +41,13 @@ namespace convlab::solution::best {
 namespace {
 
 constexpr int kTileH = 2;  // stream kernel: conv rows per tile
-// Stream kernel: conv columns per tile. 8 (where it wasted fewer columns) measured up to 3.9x
-// slower with K >= 5 (8 maps, C = 6, K = 7 on 30x30: 4.12 against 1.06 ms) and 11-21% slower
-// with K = 3; LeNet's conv2 ran 4 already.
+// Stream kernel: conv columns per tile (8, which wastes fewer columns at a row's end, is
+// slower).
 constexpr int kStreamTileW = 4;
 constexpr int kHoldMaxK = 7;         // C = 1: the whole patch stays in registers up to this K
 constexpr int kMaxSliceMaps = 256;   // C = 1: maps per block at most (<= 28 KB of filters)
 constexpr int kFusedSliceMaps = 25;  // C = 1, fused: maps per block at most
-// C = 1 hold kernel launches (measured best on an H100, see run_tiled): threads per block, and
+// C = 1 hold kernel launches (the fastest, see tiled_route): threads per block, and
 // blocks per SM for plain 4x4 tiles with K <= 5 and 8x2 tiles (room for 168 registers), or for
 // fused tiles, 1x4 tiles and plain 4x4 tiles with K >= 6 (128 registers).
 constexpr int kHoldThreads = 128;
@@ -72,6 +96,7 @@ Geometry make_geometry(float* y, const float* x, const ConvShape& s, bool fused,
 constexpr std::int64_t stream_shared_bytes(int C, int K) {
   return std::int64_t{kStreamMapsPerBlock} * C * K * ((K + 3) / 4) * 16;
 }
+// Stream kernel: the blocks of a launch of `maps` maps over `tiles` tiles (0 for no maps).
 constexpr std::int64_t stream_blocks(std::int64_t tiles, int maps) {
   if (maps == 0) return 0;
   return ceil_div<std::int64_t>(tiles, kStreamThreads) *
@@ -391,12 +416,9 @@ Geometry make_geometry(float* y, const float* x, const ConvShape& s, bool fused,
 }
 
 // C = 1, plain, K = 4 or 5 on rows of float4s (g: the 4x4 tiles' geometry): whether 1x4 tiles
-// (a warp stores 512 consecutive bytes of a map) run faster than 4x4 ones. Measured on an H100:
-// K = 4 always (50 maps on 31x31: 0.075 to 0.059 ms at 1000 images, 0.463 to 0.346 at 6000);
-// K = 5 while the 4x4 grid is under five waves (the project's layer: 5-7% faster at 1000 to
-// 5000 images, as fast at 7000, 1.2% slower at 10000; 12 or 16 maps at 10000 images 3-5%
-// slower). K = 2 and 3 measured mixed (-9% to +12%), K = 7 21-29% slower; K = 1 and 6 were not
-// tried, so only K = 4 and 5 have the 1x4 kernel (kHasRowTiles).
+// (a warp stores 512 consecutive bytes of a map) run faster than 4x4 ones: K = 4 always, K = 5
+// while the 4x4 grid is under five waves. Only K = 4 and 5 have the 1x4 kernel (kHasRowTiles):
+// for K = 2, 3 and 7 it is no faster.
 template <int K>
 constexpr bool kHasRowTiles = K == 4 || K == 5;
 template <int K>
@@ -408,7 +430,7 @@ bool row_tiles_faster(const Geometry& g) {
 }
 
 // The C = 1 kernel on all maps: one block per NT tiles and per slice of at most kMaxSliceMaps
-// maps (one slice for the project's layer: fewer, longer blocks measured faster). Returns false
+// maps (one slice for the project's layer: fewer, longer blocks are faster). Returns false
 // (nothing launched) when the grid would be too large.
 template <int K, int TH, int TW, bool kFused, int NT, int kMinBlocks>
 bool launch_hold(float* y, const float* x, const float* k, Geometry g, cudaStream_t stream,
@@ -444,9 +466,8 @@ bool launch_row_tiles(float* y, const float* x, const float* k, const ConvShape&
 // memory or the grid would be too large.
 template <int K, int TW, bool kFused>
 bool launch_stream(float* y, const float* x, const float* k, Geometry g, cudaStream_t stream) {
-  // Two float4 loads bring a 7-long filter row that takes 7 constant loads: LeNet's conv2
-  // 2.65 to 2.48 ms, 8 maps, C = 6, K = 7 on 30x30 1.05 to 0.92 (H100). With K = 5 shared
-  // memory measured the same as constant memory, with K = 3 3-10% slower.
+  // Two float4 loads bring a 7-long filter row that takes 7 constant loads; with K = 5 shared
+  // memory is no faster than constant memory, with K = 3 slower.
   const int maps_per_launch = stream_launch_maps(g.M, g.C, K);
   if (maps_per_launch == 0 || g.tiles_per_image == INT_MAX ||
       stream_blocks(g.tiles, maps_per_launch) > INT_MAX) {
@@ -517,13 +538,12 @@ bool tiled_route(float* y, const float* x, const float* k, const ConvShape& s,
     if constexpr (kK > 0) {  // 1 <= K <= kMaxK here
       if constexpr (kK <= kHoldMaxK) {
         if (s.C == 1) {
-          // 128 threads per block. Measured best on an H100 (see the header): fused, 4x4
-          // tiles (2x2 pooled values), 4 blocks per SM (<= 128 registers) and slices of <= 25
-          // maps. Plain, one slice and 4x4 tiles, 3 blocks per SM (4 for K >= 6: 8% faster on
-          // LeNet's conv1), except where y's rows take float2 but not float4 stores: then 8x2
-          // tiles, so a warp's stores are whole consecutive pairs (4x4 tiles write every other
-          // pair per instruction: 0.295 against 0.170 ms on odd-shapes' conv1), and 1x4 tiles
-          // where row_tiles_faster says so.
+          // 128 threads per block, the fastest launches: fused, 4x4 tiles (2x2 pooled values),
+          // 4 blocks per SM (<= 128 registers) and slices of <= 25 maps. Plain, one slice and
+          // 4x4 tiles, 3 blocks per SM (4 for K >= 6), except where y's rows take float2 but
+          // not float4 stores: then 8x2 tiles, so a warp's stores are whole consecutive pairs
+          // (4x4 tiles write every other pair per instruction), and 1x4 tiles where
+          // row_tiles_faster says so.
           constexpr int kT = kHoldThreads;
           if constexpr (kFused) {
             launched = launch_hold<kK, 4, 4, true, kT, kHoldBlocksWide>(
@@ -557,35 +577,22 @@ bool tiled_route(float* y, const float* x, const float* k, const ConvShape& s,
 
 // Stream kernel: maps of its first launch (all of them where the filters fit in shared memory
 // or constant memory, else as many as constant memory holds; 0 where one map's filter does not
-// fit), and the blocks of a launch of `maps` maps over `tiles` tiles (0 for no maps).
+// fit).
 int stream_launch_maps(int M, int C, int K) {
   if (K >= kStreamSharedMinK && stream_shared_bytes(C, K) <= kStreamSharedMax) return M;
   return static_cast<int>(std::min<std::int64_t>(M, kConstFloats / (std::int64_t{C} * K * K)));
 }
 
 // Layers with C > 1 and K <= kMaxK: whether the channel-streaming kernel runs them faster than
-// the GEMM, whose 16-row tiles are mostly padding with few maps. Measured on an H100 (fastest
-// of 10, L2 flushed):
+// the GEMM, whose 16-row tiles are mostly padding with few maps:
 //  - Short sums (under 32 terms), up to 8 maps, and 9 to 16 maps with sums under 256 terms:
-//    the streaming kernel (64 images of 64x64, 16 maps, 100 terms: 0.040 against 0.057 ms; 200
-//    terms 0.079 against 0.088), but from 300 terms on 9 to 16 maps ran faster on the GEMM (16
-//    maps, 300 terms: 0.140 against 0.120; 500 terms 0.298 against 0.191; 12 maps 0.215
-//    against 0.192).
+//    the streaming kernel; from 256 terms on 9 to 16 maps run faster on the GEMM.
 //  - Not where its grid would be under a quarter of the SMs: there the GEMM's many smaller
-//    blocks wait less (grids of 2 to 30 streaming blocks: C = 16, one map, K = 3 on 16 images
-//    of 32x32 0.023 to 0.014 ms; C = 2, 6 maps, K = 2 on 128 images 0.0098 to 0.0074; C = 4, 4
-//    maps, K = 5 on 48 images 0.022 to 0.015; from 39 blocks on the streaming kernel was
-//    faster: C = 4, 4 maps, K = 5 on 100 images 0.022 against 0.025, 10,000 images 0.30
-//    against 1.43).
+//    blocks wait less.
 //  - Nor, with 4 maps or more, for sums of 256 terms or more on grids under half the SMs,
-//    which leave SMs idle for longer (39 to 47 blocks: 8 maps, C = 300, K = 5 on 64 images of
-//    40x40 4.49 to 1.07 ms, cuDNN 1.36; C = 16, K = 5 on 100 images of 32x32 0.103 to 0.069; 4
-//    maps, C = 300 2.25 to 1.07; with 1 to 3 maps the streaming kernel stays faster: 3 maps,
-//    392 terms 0.048 against 0.068).
+//    which leave SMs idle for longer (with 1 to 3 maps the streaming kernel stays faster).
 //  - `split` (the plain launcher): with 1 to 3 maps, the grid counts the parts the streaming
-//    kernel splits a long sum into (channel_parts), so small grids stay on it (256 images:
-//    C = 37, 3 maps, K = 7 on 32x9 0.133 on the GEMM, 0.048 split; C = 200, 3 maps, K = 3 on
-//    10x10 0.108 to 0.049; C = 64, 2 maps, K = 5 on 12x12 0.096 to 0.056).
+//    kernel splits a long sum into (channel_parts), so small grids stay on it.
 bool stream_beats_gemm(const ConvShape& s, bool split) {
   const int R = s.C * s.K * s.K;
   std::int64_t blocks = stream_grid_blocks(s);

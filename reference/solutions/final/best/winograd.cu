@@ -1,5 +1,22 @@
-// The best kernel, route winograd: K = 3 with 64 to 1024 channels and 64 maps or more, on
-// Hopper.
+// The best kernel, route winograd (an sm_90a build on Hopper): K = 3 with 64 to 1024 channels,
+// 64 maps or more and outputs of 4x4 or more (VGG-16's layers from conv1-2 on): Winograd's
+// F(4x4, 3x3) around the producer-consumer GEMM (gemm_ws.cu).
+//
+// A 4x4 tile of outputs is A^T [sum_c (G g_c G^T) . (B^T d_c B)] A, d_c the tile's 6x6 input
+// patch in channel c, g_c its 3x3 filter and . the element-wise product: 36 products per
+// channel and tile where the direct sum takes 144. The layer becomes 36 independent GEMMs, one
+// per position t of the 6x6 transform: Z[t][m][p] = sum_c U[t][m][c] V[t][c][p], U the
+// transformed filters, V the transformed input tiles and p a tile of the batch. Two kernels
+// transform filters and inputs into a workspace, gemm_ws.cu's kernel multiplies (a 1x1 conv of
+// one image of P pixels per product, still 3xTF32), and a third kernel transforms Z back into
+// y. The workspace (U, V and Z: about 4.5 times x and y) comes from the stream-ordered pool.
+// cuDNN's fp32 class runs this algorithm on VGG-16 too (WINOGRAD_NONFUSED); the direct GEMM,
+// with 2.25 times the multiplies, stayed slower than cuDNN on those layers.
+// Accuracy: the input transform scales values by up to 100 and the output transform cancels
+// what it adds, so the sums lose more to rounding than a direct one: on VGG-16's layers the
+// worst error is 1.4 to 3.6 times the direct GEMM's, 0.16 to 0.42 of the fp32 class's bound
+// (the bench's check), as cuDNN's Winograd. Points 0, 1, -1, 2, -2 (1/2 and -1/2 are no more
+// exact). The exact-count models have no such layer.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -15,27 +32,6 @@
 namespace convlab::solution::best {
 namespace {
 
-// K = 3 with 64 to 1024 channels and 64 maps or more (VGG-16's layers from conv1-2 on), on
-// Hopper: Winograd's F(4x4, 3x3) around the producer-consumer GEMM above.
-//
-// A 4x4 tile of outputs is A^T [sum_c (G g_c G^T) . (B^T d_c B)] A, d_c the tile's 6x6 input
-// patch in channel c, g_c its 3x3 filter and . the element-wise product: 36 products per
-// channel and tile where the direct sum takes 144. The layer becomes 36 independent GEMMs, one
-// per position t of the 6x6 transform: Z[t][m][p] = sum_c U[t][m][c] V[t][c][p], U the
-// transformed filters, V the transformed input tiles and p a tile of the batch. Two kernels
-// transform filters and inputs into a workspace, run_gemm_ws's kernel multiplies (a 1x1 conv
-// of one image of P pixels per product, still 3xTF32), and a third kernel transforms Z back
-// into y. The workspace (U, V and Z: about 4.5 times x and y) comes from the stream-ordered
-// pool. cuDNN's fp32 class runs this algorithm on VGG-16 too (WINOGRAD_NONFUSED); the direct
-// GEMM, with 2.25 times the multiplies, stayed 0.52-0.88 times cuDNN's speed on those layers.
-// Accuracy: the input transform scales values by up to 100 and the output transform cancels
-// what it adds, so the sums lose more to rounding than a direct one: on VGG-16's layers the
-// worst error is 1.4 to 3.6 times the direct GEMM's, 0.16 to 0.42 of the fp32 class's bound
-// (the bench's check), as cuDNN's Winograd. Points 0, 1, -1, 2, -2 (1/2 and -1/2 measured no
-// more exact). The exact-count models have no such layer.
-// Measured on an H100 (VGG-16 at batch 16, fastest of 10, L2 flushed): conv4-2 0.91 ms with the
-// direct GEMM, 0.34 so (cuDNN 0.48); conv1-2 1.16 to 0.91 (cuDNN 1.01), where the transforms
-// take half the time at 78-86% of DRAM bandwidth.
 constexpr int kWinoTile = 4;                     // outputs per tile side
 constexpr int kWinoPatch = kWinoTile + 2;        // inputs per patch side
 constexpr int kWinoT = kWinoPatch * kWinoPatch;  // products per channel and tile
