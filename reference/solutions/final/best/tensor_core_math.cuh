@@ -40,7 +40,10 @@ __device__ __forceinline__ void split_tf32(float v, std::uint32_t& big, std::uin
   small = __float_as_uint(v - __uint_as_float(big));
 }
 
-// acc += a * b on one 16x8x8 fragment (TF32 in, fp32 accumulate).
+// acc += a * b on one m16n8k8 fragment, TF32 in, fp32 accumulate: A is 16 rows x 8 terms, B 8
+// terms x 8 columns. Lane l holds, with g = l / 4 and t = l % 4: A's (g, t), (g + 8, t),
+// (g, t + 4), (g + 8, t + 4); B's (t, g), (t + 4, g); acc's (g, 2t), (g, 2t + 1), (g + 8, 2t),
+// (g + 8, 2t + 1): so acc's rows g and g + 8 of a column pair are in one lane.
 __device__ __forceinline__ void mma_tf32(float (&acc)[4], const std::uint32_t (&a)[4],
                                          const std::uint32_t (&b)[2]) {
   asm volatile(
@@ -49,7 +52,7 @@ __device__ __forceinline__ void mma_tf32(float (&acc)[4], const std::uint32_t (&
       : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
-// The same on a 16x8x4 fragment: A's rows g and g + 8 of column t, B's row t of column g.
+// The same on an m16n8k4 fragment: A's (g, t) and (g + 8, t), B's (t, g); acc as m16n8k8.
 __device__ __forceinline__ void mma_tf32_k4(float (&acc)[4], const std::uint32_t (&a)[2],
                                             std::uint32_t b) {
   asm volatile(
