@@ -230,6 +230,9 @@ TEST_CASE("scan: the team's own files in a variant's folder are graded at their 
                           "student/m2/cpu/loops.cpp", "reference/conv/best/tiles.cu"}) {
     write_file(sub.path(), rel, "//\n");
   }
+  // The kit's README there, unchanged, is ignored like any framework file.
+  fs::copy_file(test::source_dir() / "student/final/best/README.md",
+                sub.path() / "student/final/best/README.md");
   const auto files =
       grader::scan_submission(sub.path(), kFinal, test::source_dir(), folders_of("final"));
   CAPTURE(refused_list(files));

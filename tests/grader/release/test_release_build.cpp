@@ -95,7 +95,8 @@ TEST_CASE("the student release builds and its ctest passes, before and after a c
     CHECK_MESSAGE(!fs::exists(kit / staff), staff);
   }
   for (const char* team :
-       {"student/m2/conv_cpu.cpp", "milestones/m2/README.md", "docs/student.md", "tools/setup.sh",
+       {"student/m2/conv_cpu.cpp", "student/final/best/README.md", "milestones/m2/README.md",
+        "docs/student.md", "tools/setup.sh",
         "tools/gpu-check.sh", "CMakePresets.json", "LICENSE", "CHANGELOG.md",
         "datasets/fetch-fashion-mnist.sh", "RELEASE"}) {
     CHECK_MESSAGE(fs::exists(kit / team), team);
