@@ -167,6 +167,7 @@ BuildRequest absolute_request(const BuildRequest& given) {
 // Writes the accepted files over the pristine copy in `src`; their sources read as the compiler
 // will. One line per refused include (or unreadable file).
 std::vector<std::string> lay_team_files(const SubmissionFiles& files, const fs::path& src) {
+  std::error_code ec;
   std::vector<std::string> findings;
   for (std::size_t i = 0; i < files.accepted.size(); ++i) {
     const std::string& file = files.accepted[i];
@@ -176,6 +177,7 @@ std::vector<std::string> lay_team_files(const SubmissionFiles& files, const fs::
       findings.push_back(file + ": could not be read as a regular file of at most 1 MiB");
       continue;
     }
+    fs::create_directories((src / file).parent_path(), ec);  // a variant folder of the team's
     std::ofstream(src / file, std::ios::binary | std::ios::trunc) << *text;
     for (std::string& line : scan_source(*text, file)) findings.push_back(std::move(line));
   }
@@ -374,7 +376,8 @@ BuildResult build_submission(const BuildRequest& given, const BuildProgressFn& p
   };
 
   // 1. Which files are graded.
-  result.files = scan_submission(request.submission, request.allowed_files, request.framework_root);
+  result.files = scan_submission(request.submission, request.allowed_files, request.framework_root,
+                                 request.allowed_folders);
   say("submission: " + std::to_string(result.files.accepted.size()) + " file(s) graded, " +
       std::to_string(result.files.rejected.size()) + " refused, " +
       std::to_string(result.files.missing.size()) + " missing (their stubs are graded)");

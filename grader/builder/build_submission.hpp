@@ -16,7 +16,8 @@ namespace convlab::grader {
 
 /// Which files of a submission were taken and which were refused.
 struct SubmissionFiles {
-  /// Paths relative to the framework root, e.g. "student/final/5_best.cu".
+  /// Paths relative to the framework root, e.g. "student/final/5_best.cu": the allowed files,
+  /// then the team's own files in an allowed folder ("student/final/best/tiles.cu").
   std::vector<std::string> accepted;
   /// Where each accepted file is in the submission (same order as `accepted`).
   std::vector<std::filesystem::path> accepted_sources;
@@ -32,6 +33,8 @@ struct SubmissionFiles {
 struct BuildRequest {
   std::filesystem::path submission;        ///< the team's folder
   std::vector<std::string> allowed_files;  ///< the milestone's team_writes
+  /// The milestone's team_folders: the team's own files in them are graded too.
+  std::vector<std::string> allowed_folders;
   std::filesystem::path framework_root;    ///< the pristine framework (convlab_root())
   std::filesystem::path work_dir;          ///< a fresh folder for this submission
   std::filesystem::path cache_dir;         ///< where the framework is built once and reused
@@ -81,10 +84,12 @@ struct BuildResult {
 /// Progress lines for the terminal.
 using BuildProgressFn = std::function<void(const std::string&)>;
 
-/// Scans the submission's files against `allowed` (see SubmissionFiles) without building.
+/// Scans the submission's files against `allowed` and `allowed_folders` (see SubmissionFiles)
+/// without building.
 SubmissionFiles scan_submission(const std::filesystem::path& submission,
                                 const std::vector<std::string>& allowed,
-                                const std::filesystem::path& framework_root);
+                                const std::filesystem::path& framework_root,
+                                const std::vector<std::string>& allowed_folders = {});
 
 /// Builds the submission. Never throws for anything the submission contains; throws Error
 /// only when the request itself is unusable (no such folder, work_dir not writable).

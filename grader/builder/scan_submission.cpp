@@ -1,7 +1,8 @@
 // Which files of a submission are graded: framework files handed in unchanged (a whole
 // checkout of the framework or of the student release) are ignored before any other rule;
-// then the milestone's files by their path, or by their name when the upload is flat; the rest
-// is refused with a reason that names the graded files.
+// then the milestone's files by their path, or by their name when the upload is flat, and the
+// team's own files in its variants' folders by their path; the rest is refused with a reason
+// that names the graded files.
 #include <algorithm>
 #include <array>
 #include <fstream>
@@ -11,6 +12,7 @@
 
 #include "grader/builder/build_detail.hpp"
 #include "grader/builder/build_submission.hpp"
+#include "reference/conv/variant_table.hpp"
 #include "reference/core/error.hpp"
 
 namespace convlab::grader {
@@ -74,12 +76,28 @@ constexpr const char* kKitFiles = "grader/release/kit";
 constexpr const char* kKitManifest = "RELEASE";
 constexpr const char* kKitManifestHead = "# convlab student release";
 
-std::string graded_list(const std::vector<std::string>& allowed) {
+// Whether `rel` is a file of the team's own that one of `folders` (variants' folders beside
+// their student files) takes.
+bool in_folders(const std::string& rel, const std::set<std::string>& folders) {
+  const Variant* v = variant_of_student_file(rel);
+  return v != nullptr && rel != v->student_file && folders.count(v->student_folder()) != 0;
+}
+
+std::string graded_list(const std::vector<std::string>& allowed,
+                        const std::set<std::string>& folders) {
   if (allowed.empty()) return "this milestone grades no file of yours: hand in nothing for it";
   std::string list;
   for (const std::string& file : allowed) list += (list.empty() ? "" : ", ") + file;
-  return "only these files are graded: " + list +
-         " (keep their paths, or upload them flat with these names)";
+  std::string text = "only these files are graded: " + list +
+                     " (keep their paths, or upload them flat with these names)";
+  // The folders, by the first one's example (student/final/best/ for final).
+  for (const Variant& v : variants()) {
+    if (folders.empty() || v.student_folder() != *folders.begin()) continue;
+    text += ", and files of your own in a variant's folder, at their paths (" +
+            std::string(v.gpu() ? ".cu and .cuh" : ".cpp and .hpp") + " files directly in " +
+            v.student_folder() + ", beside " + std::string(v.student_file) + ")";
+  }
+  return text;
 }
 
 // A zip unpacked into one folder: grade what is inside it.
@@ -101,7 +119,8 @@ fs::path unwrap(const fs::path& submission) {
 }  // namespace
 
 SubmissionFiles scan_submission(const fs::path& submission, const std::vector<std::string>& allowed,
-                                const fs::path& framework_root) {
+                                const fs::path& framework_root,
+                                const std::vector<std::string>& allowed_folders) {
   std::error_code ec;
   if (!fs::is_directory(submission, ec)) {
     throw Error("the submission " + submission.string() +
@@ -111,6 +130,7 @@ SubmissionFiles scan_submission(const fs::path& submission, const std::vector<st
   const std::string shown_prefix = base == submission ? "" : base.filename().string() + "/";
   const std::set<std::string> allowed_set(allowed.begin(), allowed.end());
   const std::vector<std::string> graded(allowed_set.begin(), allowed_set.end());
+  const std::set<std::string> folders(allowed_folders.begin(), allowed_folders.end());
   std::map<std::string, std::vector<std::string>> by_basename;  // basename -> allowed paths
   for (const std::string& file : graded) {
     by_basename[fs::path(file).filename().string()].push_back(file);
@@ -177,12 +197,15 @@ SubmissionFiles scan_submission(const fs::path& submission, const std::vector<st
   }
   std::sort(files.begin(), files.end());
 
-  // By path first; then by name for the files left (a flat upload), when that is unambiguous.
+  // By path first (the team's own files in a variant's folder only so); then by name for the
+  // files left (a flat upload), when that is unambiguous.
   std::map<std::string, std::string> taken;  // allowed path -> file in the submission
-  std::vector<std::string> left;
+  std::vector<std::string> own, left;
   for (const std::string& rel : files) {
     if (allowed_set.count(rel) != 0) {
       taken[rel] = rel;
+    } else if (in_folders(rel, folders)) {
+      own.push_back(rel);
     } else {
       left.push_back(rel);
     }
@@ -193,7 +216,7 @@ SubmissionFiles scan_submission(const fs::path& submission, const std::vector<st
     const std::string name = fs::path(rel).filename().string();
     const auto match = by_basename.find(name);
     if (match == by_basename.end()) {
-      reject(rel, graded_list(graded));
+      reject(rel, graded_list(graded, folders));
       continue;
     }
     if (match->second.size() > 1) {
@@ -218,6 +241,10 @@ SubmissionFiles scan_submission(const fs::path& submission, const std::vector<st
     } else {
       result.missing.push_back(file);
     }
+  }
+  for (const std::string& rel : own) {
+    result.accepted.push_back(rel);
+    result.accepted_sources.push_back(base / rel);
   }
   std::sort(result.rejected.begin(), result.rejected.end());
   return result;

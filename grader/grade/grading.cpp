@@ -151,6 +151,12 @@ void Grading::load_plan() {
     for (const std::string& f : s.milestone.team_writes) {
       if (std::find(allowed_.begin(), allowed_.end(), f) == allowed_.end()) allowed_.push_back(f);
     }
+    for (const std::string& f : s.milestone.team_folders) {
+      if (std::find(allowed_folders_.begin(), allowed_folders_.end(), f) ==
+          allowed_folders_.end()) {
+        allowed_folders_.push_back(f);
+      }
+    }
   }
 
   // The labels stay in this process; the checks get images only.
@@ -257,6 +263,7 @@ void Grading::build() {
   BuildRequest req;
   req.submission = result_.submission;
   req.allowed_files = allowed_;
+  req.allowed_folders = allowed_folders_;
   req.framework_root = root_;
   req.work_dir = work_ / "build";
   req.cache_dir = cache_;

@@ -184,7 +184,8 @@ class Grading {
   std::vector<MilestoneSpec> specs_;
   std::vector<HiddenModel> hidden_;
   std::vector<PlannedCheck> plan_;
-  std::vector<std::string> allowed_;
+  std::vector<std::string> allowed_;          // the milestones' team_writes
+  std::vector<std::string> allowed_folders_;  // and team_folders
   data::Dataset test_;
   BuildResult build_;
   bool cuda_build_ = false;

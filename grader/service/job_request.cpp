@@ -160,7 +160,7 @@ void write_job_files(const std::map<std::string, std::string>& files, const fs::
 std::vector<std::string> upload_problems(const fs::path& dir, const std::string& milestone,
                                          const fs::path& root) {
   const Milestone ms = load_milestone(root, milestone);
-  const grader::SubmissionFiles scan = grader::scan_submission(dir, ms.team_writes, root);
+  const grader::SubmissionFiles scan = grader::scan_submission(dir, ms.team_writes, root, ms.team_folders);
   std::vector<std::string> problems;
   for (const auto& [file, why] : scan.rejected) problems.push_back(file + ": " + why);
   if (problems.empty() && scan.accepted.empty()) {

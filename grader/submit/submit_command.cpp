@@ -172,6 +172,16 @@ json collect_files(const fs::path& root, const std::string& milestone) {
     }
     files[rel] = read_file(file, "your file");
   }
+  // A variant's own folder (student/final/best/): every regular file in it; the server checks them.
+  for (const std::string& folder : ms.team_folders) {
+    std::error_code ec;
+    for (fs::recursive_directory_iterator it(root / folder, ec), end; !ec && it != end;
+         it.increment(ec)) {
+      if (!fs::is_regular_file(it->symlink_status())) continue;
+      const std::string rel = it->path().lexically_relative(root).generic_string();
+      files[rel] = read_file(it->path(), "your file");
+    }
+  }
   if (files.empty()) {
     throw Error("none of the files of milestone " + milestone + " is in " + root.string() +
                 "/student: run this in your checkout");

@@ -28,6 +28,14 @@ constexpr std::array kDeclared = {
 };
 #undef CONVLAB_VARIANT
 
+// The folder named after variant `id` beside `file`: "student/final/5_best.cu" gives
+// "student/final/best/".
+std::string folder_beside(std::string_view file, std::string_view id) {
+  const std::size_t slash = file.rfind('/');
+  const std::string_view parent = slash == std::string_view::npos ? "" : file.substr(0, slash + 1);
+  return std::string(parent) + std::string(id) + "/";
+}
+
 std::string valid_ids() {
   std::string names;
   for (const Variant& v : kDeclared) names += (names.empty() ? "" : ", ") + std::string(v.id);
@@ -60,6 +68,28 @@ std::string Variant::entry_point() const {
   return (gpu() ? "conv_" : "conv_forward_") + std::string(id);
 }
 
+std::string Variant::student_folder() const {
+  return folder_beside(student_file, id);
+}
+
+std::string Variant::staff_folder() const {
+  return folder_beside(staff_file, id);
+}
+
+bool Variant::in_student_folder(std::string_view file) const {
+  const std::string folder = student_folder();
+  if (!file.starts_with(folder)) return false;
+  const std::string_view name = file.substr(folder.size());
+  if (name.find('/') != std::string_view::npos) return false;
+  const std::array<std::string_view, 2> endings =
+      gpu() ? std::array<std::string_view, 2>{".cu", ".cuh"}
+            : std::array<std::string_view, 2>{".cpp", ".hpp"};
+  for (const std::string_view ending : endings) {
+    if (name.size() > ending.size() && name.ends_with(ending)) return true;
+  }
+  return false;
+}
+
 std::span<const Variant> variants() {
   return kDeclared;
 }
@@ -73,7 +103,7 @@ const Variant& find_variant(std::string_view id) {
 
 const Variant* variant_of_student_file(std::string_view student_file) {
   for (const Variant& v : kDeclared) {
-    if (v.student_file == student_file) return &v;
+    if (v.student_file == student_file || v.in_student_folder(student_file)) return &v;
   }
   return nullptr;
 }

@@ -51,14 +51,24 @@ struct Variant {
   bool host() const { return interface == Interface::host; }
   /// The entry point's name: conv_forward_<id> (CPU) or conv_<id> (GPU).
   std::string entry_point() const;
+  /// The variant's folder beside its student file, named after it ("student/final/best/" for
+  /// best): a team may add files of its own there, compiled and graded with the student file
+  /// (student/CMakeLists.txt; milestones/final/README.md, section '5. Your best kernel').
+  std::string student_folder() const;
+  /// The same folder beside the staff file ("reference/solutions/final/best/" for best).
+  std::string staff_folder() const;
+  /// Whether `file`, a path from the root, is one a team may add in student_folder(): a source
+  /// or header of the variant's device (.cu and .cuh on the GPU, .cpp and .hpp on the CPU)
+  /// directly inside it.
+  bool in_student_folder(std::string_view file) const;
 };
 
 /// Every declared variant, in declaration (teaching) order.
 std::span<const Variant> variants();
 /// The variant `id`; throws Error listing the valid ids otherwise.
 const Variant& find_variant(std::string_view id);
-/// The variant whose student file is `student_file` (e.g. "student/m2/conv_cpu.cpp"), or
-/// nullptr.
+/// The variant whose student file is `student_file` (e.g. "student/m2/conv_cpu.cpp") or whose
+/// student folder takes it (e.g. "student/final/best/tiles.cu"), or nullptr.
 const Variant* variant_of_student_file(std::string_view student_file);
 /// The ids of the variants of `milestone` (all milestones when empty) and `device` (both when
 /// empty), in declaration order.

@@ -187,13 +187,15 @@ void parse_core(const Fields& f, Milestone& m) {
   m.title = f.str("title");
   // The files and the --variant values come from the variant declarations (variants.def); a
   // list here would be a second copy that can disagree.
-  for (const char* key : {"team_writes", "variants"}) {
+  for (const char* key : {"team_writes", "team_folders", "variants"}) {
     if (f.has(key)) {
       throw Error(std::string(key) + ": comes from reference/conv/variants.def; remove it here");
     }
   }
   for (const Variant& v : variants()) {
-    if (v.milestone == m.id) m.team_writes.emplace_back(v.student_file);
+    if (v.milestone != m.id) continue;
+    m.team_writes.emplace_back(v.student_file);
+    m.team_folders.push_back(v.student_folder());
   }
   m.devices = f.strings("devices");
   if (m.devices.empty()) throw Error("devices: lists none");

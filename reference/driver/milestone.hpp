@@ -78,6 +78,8 @@ struct Milestone {
   /// One line: what the milestone asks for.
   std::string title;
   std::vector<std::string> team_writes;  ///< the student files it grades (its variants')
+  /// The folders whose files of the team's it grades too (its variants' student_folder()).
+  std::vector<std::string> team_folders;
   std::vector<std::string> devices;      ///< where it runs: "cpu", "gpu"
   /// Device used when --device is not given.
   std::string default_device;

@@ -39,6 +39,9 @@
 // its own tanh and max-pool. Once it is implemented, the Op Time of such a layer is the time of
 // this fused call (`convlab run` says so; `--no-fuse` times conv_best alone).
 //
+// A best kernel of several files keeps these two entry points here and its other .cu and .cuh
+// files in student/final/best/ (the handout says how).
+//
 // Read the handout first: milestones/final/README.md, section '5. Your best kernel'.
 #include <cuda_runtime_api.h>
 

@@ -1,6 +1,7 @@
 // The variant declarations (reference/conv/variants.def) are the one source: every file they
 // name exists, the milestones' checks.json agree with them, and no source, script, build file or
-// test outside the declaration and the files it names mentions a variant id.
+// test outside the declaration, the files it names and the variants' folders mentions a variant
+// id.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -81,13 +82,17 @@ TEST_CASE("a milestone's files and variants are its declared ones; checks.json l
     // Derived from the declarations (reference/driver/milestone.cpp): a list here would be a
     // second copy.
     CHECK_FALSE(checks.contains("team_writes"));
+    CHECK_FALSE(checks.contains("team_folders"));
     CHECK_FALSE(checks.contains("variants"));
-    std::vector<std::string> files;
+    std::vector<std::string> files, folders;
     for (const Variant& v : variants()) {
-      if (v.milestone == ms) files.emplace_back(v.student_file);
+      if (v.milestone != ms) continue;
+      files.emplace_back(v.student_file);
+      folders.push_back(v.student_folder());
     }
     const Milestone loaded = load_milestone(test::source_dir(), ms);
     CHECK(loaded.team_writes == files);
+    CHECK(loaded.team_folders == folders);
     const std::vector<std::string> gpu = variant_ids(ms, "gpu");
     CHECK(loaded.variants == gpu);
     for (const char* key : {"default_variant", "ranked_variant"}) {
@@ -107,6 +112,33 @@ TEST_CASE("lookups: by id, by student file, by milestone and device") {
   CHECK_THROWS_WITH_AS(find_variant("no_such_variant"),
                        doctest::Contains("unknown variant 'no_such_variant'"), Error);
   CHECK(variant_of_student_file("student/notes.txt") == nullptr);
+  CHECK(variant_of_student_file("student/final/best") == nullptr);
+  CHECK(variant_of_student_file("student/final/best.cu") == nullptr);
+}
+
+TEST_CASE("a variant's folder: beside its files, named after it, its device's sources only") {
+  const Variant& best = find_variant("best");
+  CHECK(best.student_folder() == "student/final/best/");
+  CHECK(best.staff_folder() == "reference/solutions/final/best/");
+  CHECK(find_variant("cpu").student_folder() == "student/m2/cpu/");
+  for (const Variant& v : variants()) {
+    CAPTURE(v.id);
+    const std::string folder = v.student_folder();
+    const std::string source = folder + (v.gpu() ? "tiles.cu" : "loops.cpp");
+    const std::string header = folder + (v.gpu() ? "tiles.cuh" : "loops.hpp");
+    CHECK(v.in_student_folder(source));
+    CHECK(v.in_student_folder(header));
+    CHECK(variant_of_student_file(source) == &v);
+    CHECK(variant_of_student_file(header) == &v);
+    CHECK_FALSE(v.in_student_folder(v.student_file));
+    for (const std::string& other :
+         {folder + "notes.txt", folder + "README.md", folder + "deeper/tiles.cu", folder + ".cu",
+          folder + (v.gpu() ? "loops.cpp" : "tiles.cu"), v.staff_folder() + "tiles.cu"}) {
+      CAPTURE(other);
+      CHECK_FALSE(v.in_student_folder(other));
+      CHECK(variant_of_student_file(other) == nullptr);
+    }
+  }
   CHECK(variant_ids().size() == variants().size());
   CHECK(variant_ids({}, "cpu").size() + variant_ids({}, "gpu").size() == variants().size());
 }
@@ -153,6 +185,8 @@ bool allowed(const std::string& rel) {
   }
   for (const Variant& v : variants()) {
     if (rel == v.student_file || rel == v.staff_file) return true;
+    // A variant's folder holds more of its files.
+    if (rel.starts_with(v.student_folder()) || rel.starts_with(v.staff_folder())) return true;
   }
   return rel == "reference/conv/variants.def";
 }

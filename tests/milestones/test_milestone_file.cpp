@@ -90,6 +90,8 @@ TEST_CASE("a bad checks.json names the file and the field") {
   CHECK(bad([](json& j) { j["checks"][0].erase("model"); }) == prefix + "checks[0].model: missing");
   CHECK(bad([](json& j) { j["team_writes"] = json::array({"student/m2/conv_cpu.cpp"}); }) ==
         prefix + "team_writes: comes from reference/conv/variants.def; remove it here");
+  CHECK(bad([](json& j) { j["team_folders"] = json::array({"student/m2/cpu/"}); }) ==
+        prefix + "team_folders: comes from reference/conv/variants.def; remove it here");
   CHECK(bad([](json& j) { j["variants"] = json::array(); }) ==
         prefix + "variants: comes from reference/conv/variants.def; remove it here");
   CHECK(bad([](json& j) { j["milestone"] = "m3"; }) ==

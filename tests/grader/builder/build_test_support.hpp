@@ -36,9 +36,9 @@ inline void write_file(const std::filesystem::path& dir, const std::string& rel,
   std::ofstream(dir / rel, std::ios::binary) << text;
 }
 
-/// The staff solution of a student file, rewritten as a team's file (namespace
-/// convlab::student): realistic code that every check must accept. Empty when this tree has no
-/// staff solutions.
+/// The staff solution of a student file (or of a file in a variant's folder), rewritten as a
+/// team's file (namespace convlab::student): realistic code that every check must accept. Empty
+/// when this tree has no staff solutions.
 inline std::string solution_as_team_file(const std::string& student_file) {
   const std::filesystem::path path =
       source_dir() / "reference/solutions" / student_file.substr(std::string("student/").size());
@@ -57,10 +57,12 @@ struct BuildFixture {
   TempDir submission;
   TempDir work;
 
-  grader::BuildRequest request(const std::vector<std::string>& allowed) const {
+  grader::BuildRequest request(const std::vector<std::string>& allowed,
+                               const std::vector<std::string>& folders = {}) const {
     grader::BuildRequest r;
     r.submission = submission.path();
     r.allowed_files = allowed;
+    r.allowed_folders = folders;
     r.framework_root = source_dir();
     r.work_dir = work.path() / "work";
     r.cache_dir = grader_cache_dir();

@@ -36,6 +36,15 @@ std::vector<std::string> files_of(std::string_view milestone) {
 const std::vector<std::string> kFinal = files_of("final");
 const std::vector<std::string> kM2 = files_of("m2");
 
+// The folders of a milestone's variants, where a team's own files are graded too.
+std::vector<std::string> folders_of(std::string_view milestone) {
+  std::vector<std::string> folders;
+  for (const Variant& v : variants()) {
+    if (v.milestone == milestone) folders.push_back(v.student_folder());
+  }
+  return folders;
+}
+
 // The file name of `path`.
 std::string base_name(const std::string& path) {
   return fs::path(path).filename().string();
@@ -208,6 +217,56 @@ TEST_CASE("scan: ambiguous names are refused instead of guessed") {
   CHECK(refusal(files, base_name(placed)).find("already provides " + placed) !=
         std::string::npos);
   CHECK(contains(files.missing, kFinal.back()));
+}
+
+TEST_CASE("scan: the team's own files in a variant's folder are graded at their paths") {
+  test::TempDir sub;
+  write_file(sub.path(), "student/final/5_best.cu", "// the entry points\n");
+  write_file(sub.path(), "student/final/best/tiles.cu", "// a kernel of it\n");
+  write_file(sub.path(), "student/final/best/tiles.cuh", "// its header\n");
+  // Not sources, not directly in the folder, not in a variant's folder, or another milestone's.
+  for (const char* rel : {"student/final/best/notes.txt", "student/final/best/deeper/more.cu",
+                          "student/final/tiles.cu", "student/final/tiles/tiles.cu",
+                          "student/m2/cpu/loops.cpp", "reference/conv/best/tiles.cu"}) {
+    write_file(sub.path(), rel, "//\n");
+  }
+  // The kit's README there, unchanged, is ignored like any framework file.
+  fs::copy_file(test::source_dir() / "student/final/best/README.md",
+                sub.path() / "student/final/best/README.md");
+  const auto files =
+      grader::scan_submission(sub.path(), kFinal, test::source_dir(), folders_of("final"));
+  CAPTURE(refused_list(files));
+  CHECK(files.accepted == std::vector<std::string>{"student/final/5_best.cu",
+                                                   "student/final/best/tiles.cu",
+                                                   "student/final/best/tiles.cuh"});
+  REQUIRE(files.accepted_sources.size() == 3);
+  CHECK(files.accepted_sources[1] == sub.path() / "student/final/best/tiles.cu");
+  CHECK_FALSE(contains(files.missing, "student/final/5_best.cu"));
+  CHECK(files.rejected.size() == 6);
+  // The reason says where such files go.
+  CHECK(refusal(files, "student/final/best/notes.txt")
+            .find("files of your own in a variant's folder, at their paths (.cu and .cuh files "
+                  "directly in student/final/best/, beside student/final/5_best.cu)") !=
+        std::string::npos);
+  CHECK(refusal(files, "reference/conv/best/tiles.cu").find("only these files are graded") !=
+        std::string::npos);
+
+  // A flat upload has no folder: a file of the team's own is taken by its path only.
+  test::TempDir flat;
+  write_file(flat.path(), "tiles.cu", "// a kernel of it\n");
+  const auto flat_files =
+      grader::scan_submission(flat.path(), kFinal, test::source_dir(), folders_of("final"));
+  CHECK(flat_files.accepted.empty());
+  CHECK(refusal(flat_files, "tiles.cu").find("at their paths") != std::string::npos);
+
+  // m2's folder takes CPU sources; without the folders, no file of the team's own is graded.
+  const auto m2 = grader::scan_submission(sub.path(), kM2, test::source_dir(), folders_of("m2"));
+  CHECK(contains(m2.accepted, "student/m2/cpu/loops.cpp"));
+  CHECK_FALSE(contains(m2.accepted, "student/final/best/tiles.cu"));
+  const auto none = grader::scan_submission(sub.path(), kFinal, test::source_dir());
+  CHECK(none.accepted == std::vector<std::string>{"student/final/5_best.cu"});
+  CHECK(refusal(none, "student/final/best/tiles.cu").find("only these files are graded") !=
+        std::string::npos);
 }
 
 TEST_CASE("scan: a milestone with nothing to hand in refuses every file, and bad folders throw") {

@@ -2,6 +2,7 @@
 // line, and cuDNN or cuBLAS called from a team file is refused. Skipped in a CPU-only build.
 #include <doctest/doctest.h>
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -52,10 +53,19 @@ TEST_CASE(
     "build: the staff solutions of m3 and final, handed in as the team's files, pass "
     "every check") {
   require_cuda_build();
-  std::vector<std::string> files;  // every GPU variant's file
+  // Every GPU variant's file, and the files of its staff folder in its student folder.
+  std::vector<std::string> declared, folders, files;
   for (const Variant& v : variants()) {
-    if (v.gpu()) files.emplace_back(v.student_file);
+    if (!v.gpu()) continue;
+    declared.emplace_back(v.student_file);
+    folders.push_back(v.student_folder());
+    const std::filesystem::path staff = test::source_dir() / v.staff_folder();
+    if (!std::filesystem::is_directory(staff)) continue;
+    for (const auto& e : std::filesystem::directory_iterator(staff)) {
+      files.push_back(v.student_folder() + e.path().filename().string());
+    }
   }
+  files.insert(files.begin(), declared.begin(), declared.end());
   test::BuildFixture f;
   for (const std::string& file : files) {
     const std::string code = test::solution_as_team_file(file);
@@ -65,7 +75,7 @@ TEST_CASE(
     }
     write_file(f.submission.path(), file, code);
   }
-  const auto r = test::build_and_report(f.request(files), "m3 and final solutions");
+  const auto r = test::build_and_report(f.request(declared, folders), "m3 and final solutions");
   CAPTURE(test::summary(r));
   CHECK(r.reason == "ok");
   CHECK(r.files.accepted.size() == files.size());

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "grader/grade/grade.hpp"
+#include "reference/conv/variant_table.hpp"
 #include "tests/support/test_support.hpp"
 
 namespace convlab::test {
@@ -32,8 +33,8 @@ inline std::string source_text(const std::string& rel) {
   return ss.str();
 }
 
-/// The staff solution of student file `student_rel` ("student/m2/conv_cpu.cpp") as a team
-/// would hand it in: the same code in namespace convlab::student.
+/// The staff solution of student file `student_rel` ("student/m2/conv_cpu.cpp", or a file of a
+/// variant's folder) as a team would hand it in: the same code in namespace convlab::student.
 inline std::string solution_as_student(const std::string& student_rel) {
   std::string text = source_text("reference/solutions/" + student_rel.substr(8));
   const std::string from = "convlab::solution", to = "convlab::student";
@@ -61,9 +62,19 @@ struct Submission {
   explicit Submission(const std::string& name = "team-test") : team(name) {
     std::filesystem::create_directories(dir());
   }
-  /// Hands in the staff solution of each of `files`.
+  /// Hands in the staff solution of each of `files`, and the files of its variant's staff folder
+  /// in the variant's student folder (the best kernel's routes, student/final/best/).
   void add_solutions(const std::vector<std::string>& files) const {
-    for (const std::string& f : files) put_file(dir(), f, solution_as_student(f));
+    for (const std::string& f : files) {
+      put_file(dir(), f, solution_as_student(f));
+      const Variant* v = variant_of_student_file(f);
+      const std::filesystem::path staff = source_dir() / (v ? v->staff_folder() : "");
+      if (v == nullptr || !std::filesystem::is_directory(staff)) continue;
+      for (const auto& e : std::filesystem::directory_iterator(staff)) {
+        const std::string rel = v->student_folder() + e.path().filename().string();
+        put_file(dir(), rel, solution_as_student(rel));
+      }
+    }
   }
   /// Options that grade it for `milestone` with a fixed seed and the shared cache.
   grader::GradeOptions options(const std::string& milestone,

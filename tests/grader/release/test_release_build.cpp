@@ -95,7 +95,8 @@ TEST_CASE("the student release builds and its ctest passes, before and after a c
     CHECK_MESSAGE(!fs::exists(kit / staff), staff);
   }
   for (const char* team :
-       {"student/m2/conv_cpu.cpp", "milestones/m2/README.md", "docs/student.md", "tools/setup.sh",
+       {"student/m2/conv_cpu.cpp", "student/final/best/README.md", "milestones/m2/README.md",
+        "docs/student.md", "tools/setup.sh",
         "tools/gpu-check.sh", "CMakePresets.json", "LICENSE", "CHANGELOG.md",
         "datasets/fetch-fashion-mnist.sh", "grader/submit/submit_command.cpp", "RELEASE"}) {
     CHECK_MESSAGE(fs::exists(kit / team), team);
@@ -177,16 +178,26 @@ TEST_CASE("the student release builds and its ctest passes, before and after a c
   CHECK(output.find("student/m2/conv_cpu.cpp") != std::string::npos);
 
   // A team's correct code: the staff solutions, as the team's files (namespace student).
-  // Each declared variant's staff file becomes its student file.
-  for (const convlab::Variant& v : convlab::variants()) {
-    const fs::path team_file = kit / v.student_file;
-    REQUIRE(fs::exists(team_file));
-    std::string code = read_text(convlab::test::source_dir() / v.staff_file);
+  // Each declared variant's staff file becomes its student file, and the files of its staff
+  // folder the same files of its student folder.
+  const auto hand_in = [&](const fs::path& staff, const fs::path& team_file) {
+    std::string code = read_text(staff);
     for (auto at = code.find("convlab::solution"); at != std::string::npos;
          at = code.find("convlab::solution", at)) {
       code.replace(at, 17, "convlab::student");
     }
+    fs::create_directories(team_file.parent_path());
     std::ofstream(team_file) << code;
+  };
+  for (const convlab::Variant& v : convlab::variants()) {
+    const fs::path team_file = kit / v.student_file;
+    REQUIRE(fs::exists(team_file));
+    hand_in(convlab::test::source_dir() / v.staff_file, team_file);
+    const fs::path staff_folder = convlab::test::source_dir() / v.staff_folder();
+    if (!fs::is_directory(staff_folder)) continue;
+    for (const auto& e : fs::directory_iterator(staff_folder)) {
+      hand_in(e.path(), kit / v.student_folder() / e.path().filename());
+    }
   }
   REQUIRE_MESSAGE(run_command(build, &output) == 0, output);
   std::cout << "rebuilt with correct team code in " << seconds_since(start) << " s" << std::endl;

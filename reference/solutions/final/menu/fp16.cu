@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "best/tensor_core_math.cuh"
 #include "reference/conv/student_api.hpp"
 #include "reference/core/ceil_div.hpp"
 #include "reference/core/cuda_check.hpp"
@@ -277,19 +278,6 @@ __device__ __forceinline__ std::uint32_t pack_half2(float lo, float hi) {
   std::uint32_t r;
   asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
   return r;
-}
-
-/// acc += a * b on one m16n8k16 fragment (half in, float accumulate). Lane l holds, with
-/// g = l / 4 and t = l % 4: A's rows g (a[0], a[2]) and g + 8 (a[1], a[3]) at columns 2t, 2t + 1
-/// (a[0], a[1]) and 2t + 8, 2t + 9 (a[2], a[3]); B's rows 2t, 2t + 1 (b0) and 2t + 8, 2t + 9
-/// (b1) of column g; C's (g, 2t), (g, 2t + 1), (g + 8, 2t), (g + 8, 2t + 1).
-__device__ __forceinline__ void mma_f16(float (&c)[4], const std::uint32_t (&a)[4],
-                                        std::uint32_t b0, std::uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-      "{%8, %9}, {%0, %1, %2, %3};"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 /// Starts copying n floats from global to shared memory (one cp.async group), 16 bytes at a

@@ -43,6 +43,8 @@
 #include <string>
 #include <vector>
 
+#include "best/fast_tanh.cuh"
+#include "best/tensor_core_math.cuh"
 #include "reference/conv/student_api.hpp"
 #include "reference/core/ceil_div.hpp"
 #include "reference/core/cuda_check.hpp"
@@ -101,22 +103,6 @@ struct ImplicitX {
   /// zero). One division per row of a slice, not per element.
   __device__ int row(int r, int Kd) const { return r < Kd ? sum_term_offset(r, K, H, W) : 0; }
 };
-
-// tanh(v) = 1 - 2 / (2^(2v log2 e) + 1) with the hardware exp2 and reciprocal: five
-// instructions, absolute error below 1e-6 (2^x overflowing to inf gives 1, 0 gives -1).
-constexpr float kTanhScale = 2.8853900817779268f;  // 2 log2(e)
-
-/// tanh(u / kTanhScale): four instructions.
-__device__ __forceinline__ float tanh_scaled(float u) {
-  float e, r;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(u));
-  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(e + 1.0f));
-  return fmaf(-2.0f, r, 1.0f);
-}
-
-__device__ __forceinline__ float tanh_fast(float v) {
-  return tanh_scaled(v * kTanhScale);
-}
 
 namespace wmma = nvcuda::wmma;
 
@@ -332,29 +318,6 @@ void launch_wmma_conv(float* y, const float* x, const float* k, const ConvShape&
 
 // ---- Small layers: whole images in shared memory, filters in registers, mma.sync ----------
 
-// mma.sync m16n8k8 with TF32 inputs: A is 16 outputs x 8 terms of the sum, B 8 terms x 8
-// maps, C 16 outputs x 8 maps. Lane l holds, with g = l / 4 and t = l % 4: A's (g, t),
-// (g + 8, t), (g, t + 4), (g + 8, t + 4); B's (t, g), (t + 4, g); C's (g, 2t), (g, 2t + 1),
-// (g + 8, 2t), (g + 8, 2t + 1): so C's rows g and g + 8 of a map are in one lane.
-__device__ __forceinline__ void mma_tf32(float (&c)[4], const std::uint32_t (&a)[4],
-                                         std::uint32_t b0, std::uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-      "{%8, %9}, {%0, %1, %2, %3};"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-/// m16n8k4: A's (g, t) and (g + 8, t), B's (t, g); C as m16n8k8.
-__device__ __forceinline__ void mma_tf32_k4(float (&c)[4], const std::uint32_t (&a)[2],
-                                            std::uint32_t b) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k4.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5}, {%6}, "
-      "{%0, %1, %2, %3};"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(b));
-}
-
 __device__ __forceinline__ std::uint32_t to_tf32(float v) {
   std::uint32_t r;
   asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(v));
@@ -556,7 +519,7 @@ __device__ __forceinline__ void image_products(float (&acc)[NT][4], const char* 
     } else {
       const std::uint32_t a[4] = {at(ra, o.x), at(rb, o.x), at(ra, o.y), at(rb, o.y)};
 #pragma unroll
-      for (int n = 0; n < NT; ++n) mma_tf32(acc[n], a, bf[n][s][0], bf[n][s][1]);
+      for (int n = 0; n < NT; ++n) mma_tf32(acc[n], a, bf[n][s]);
     }
   }
 }
@@ -572,7 +535,7 @@ __global__ void __launch_bounds__(kImageThreads, kImageBlocksPerSm)
   // Pooled, the filters are scaled by tanh_fast's 2 log2(e) before they are rounded to TF32
   // (the same relative rounding, and the maximum of the scaled sums is the scaled maximum), so
   // tanh takes the pooled value as it is.
-  constexpr float kScale = kPooled ? kTanhScale : 1.0f;
+  constexpr float kScale = kPooled ? kTanhExp2Scale : 1.0f;
 
   // The image offsets of this lane's A columns; in shared memory where more than 32 registers
   // go to the filters (in registers they make the project's layer spill).
@@ -644,8 +607,8 @@ __global__ void __launch_bounds__(kImageThreads, kImageBlocksPerSm)
             float* out = yb + 2 * t * l.items + j;
 #pragma unroll
             for (int n = 0; n < NT; ++n, out += map_stride) {
-              const float v0 = tanh_scaled(fmaxf(top[n][0], fmaxf(acc[n][0], acc[n][2])));
-              const float v1 = tanh_scaled(fmaxf(top[n][1], fmaxf(acc[n][1], acc[n][3])));
+              const float v0 = tanh_exp2(fmaxf(top[n][0], fmaxf(acc[n][0], acc[n][2])));
+              const float v1 = tanh_exp2(fmaxf(top[n][1], fmaxf(acc[n][1], acc[n][3])));
               if (in && (n + 1 < NT || last0)) store_global(out, v0);
               if (in && (n + 1 < NT || last1)) store_global(out + l.items, v1);
             }
@@ -864,7 +827,7 @@ __global__ void __launch_bounds__(kImageThreads)
           const std::uint32_t a[4] = {at(rows[f][0], o.x), at(rows[f][1], o.x),
                                       at(rows[f][0], o.y), at(rows[f][1], o.y)};
 #pragma unroll
-          for (int n = 0; n < NT; ++n) mma_tf32(acc[f][n], a, b[n].x, b[n].y);
+          for (int n = 0; n < NT; ++n) mma_tf32(acc[f][n], a, {b[n].x, b[n].y});
         }
       }
       if (l.steps8 < l.steps) {  // a last step of 4 terms or fewer: half the products
