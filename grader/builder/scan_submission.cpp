@@ -111,7 +111,8 @@ fs::path unwrap(const fs::path& submission) {
     ++entries;
     if (fs::is_directory(it->symlink_status(ec)) && !ignored_folder(name, true)) only = it->path();
   }
-  if (entries != 1 || only.empty()) return submission;
+  // A checkout holding only student/ is graded as it is: its files keep their paths.
+  if (entries != 1 || only.empty() || only.filename() == "student") return submission;
   // A folder that is itself a checkout (student/ inside) or holds the files flat.
   return only;
 }

@@ -251,6 +251,22 @@ TEST_CASE("scan: the team's own files in a variant's folder are graded at their 
   CHECK(refusal(files, "reference/conv/best/tiles.cu").find("only these files are graded") !=
         std::string::npos);
 
+  // A checkout that holds only student/ keeps its paths (a zip of one folder is unwrapped).
+  test::TempDir only_student;
+  write_file(only_student.path(), "student/final/5_best.cu", "// the launcher\n");
+  write_file(only_student.path(), "student/final/best/tiles.cu", "// a kernel of it\n");
+  const auto kept = grader::scan_submission(only_student.path(), kFinal, test::source_dir(),
+                                            folders_of("final"));
+  CAPTURE(refused_list(kept));
+  CHECK(kept.accepted == std::vector<std::string>{"student/final/5_best.cu",
+                                                  "student/final/best/tiles.cu"});
+  CHECK(kept.rejected.empty());
+  test::TempDir zipped;
+  write_file(zipped.path(), "team7/student/final/best/tiles.cu", "// a kernel of it\n");
+  const auto unwrapped =
+      grader::scan_submission(zipped.path(), kFinal, test::source_dir(), folders_of("final"));
+  CHECK(unwrapped.accepted == std::vector<std::string>{"student/final/best/tiles.cu"});
+
   // A flat upload has no folder: a file of the team's own is taken by its path only.
   test::TempDir flat;
   write_file(flat.path(), "tiles.cu", "// a kernel of it\n");
