@@ -25,6 +25,9 @@ struct GradeOptions {
   std::optional<std::filesystem::path> data;      ///< Fashion-MNIST directory
   std::optional<std::uint64_t> seed;              ///< element-wise inputs; default: drawn now
   std::optional<int> runs;                        ///< timed runs; default: the milestone's (3)
+  /// Untimed checks run at once (the timed ones always alone, first); default: a quarter of
+  /// the cores, 1 to 4.
+  std::optional<int> check_jobs;
   /// Wall-clock limit of each check, in seconds; default: the milestone's time_limit_s.
   std::optional<double> time_limit_s;
   /// Where the pristine framework is built once and reused (default: $CONVLAB_CACHE, else

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
@@ -11,6 +12,7 @@
 #include <fstream>
 #include <numeric>
 #include <random>
+#include <thread>
 
 #include "grader/grade/grading.hpp"
 #include "grader/grade/report.hpp"
@@ -339,47 +341,122 @@ void Grading::run_one(PlannedCheck& p, CheckResult& c) {
   kind.run(*this, p, c);
 }
 
-void Grading::run_checks() {
-  const std::size_t n = plan_.size();
-  for (std::size_t i = 0; i < n; ++i) {
-    PlannedCheck& p = plan_[i];
-    CheckResult c = p.check;
+// One planned check, whatever happens in it: a check's failure never stops the grade.
+CheckResult Grading::run_planned(std::size_t i) {
+  PlannedCheck& p = plan_[i];
+  CheckResult c = p.check;
+  c.status = CheckStatus::failed;
+  c.reason = "grader_error";
+  c.score = 0.0;
+  if (c.details_json.empty()) c.details_json = "{}";
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    run_one(p, c);
+  } catch (const json::exception& e) {
+    // Only the team's code, running in the harness's process, can make its result malformed.
+    c.status = CheckStatus::failed;
+    c.reason = "no_result";
+    c.score = 0.0;
+    c.output = std::string("The harness's result was malformed (") + e.what() +
+               "). Your code must not write to file descriptor 3.";
+  } catch (const std::exception& e) {
+    // The grader never fails because of a submission: this check fails instead.
     c.status = CheckStatus::failed;
     c.reason = "grader_error";
     c.score = 0.0;
-    if (c.details_json.empty()) c.details_json = "{}";
-    const auto t0 = std::chrono::steady_clock::now();
-    try {
-      run_one(p, c);
-    } catch (const json::exception& e) {
-      // Only the team's code, running in the harness's process, can make its result malformed.
-      c.status = CheckStatus::failed;
-      c.reason = "no_result";
-      c.score = 0.0;
-      c.output = std::string("The harness's result was malformed (") + e.what() +
-                 "). Your code must not write to file descriptor 3.";
-    } catch (const std::exception& e) {
-      // The grader never fails because of a submission: this check fails instead.
-      c.status = CheckStatus::failed;
-      c.reason = "grader_error";
-      c.score = 0.0;
-      c.output = std::string("The grader could not run this check: ") + e.what() +
-                 "\nThis is not necessarily your code's fault: tell the course staff.";
-    }
-    if (c.status != CheckStatus::passed) c.score = 0.0;
-    if (c.wall_s == 0.0) {
-      c.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    }
-    char line[64];
-    std::snprintf(line, sizeof line, "[%zu/%zu] ", i + 1, n);
-    const bool not_run = c.status == CheckStatus::skipped;
-    say(line + c.id + ": " +
-        (not_run ? std::string("not run -")
-                 : status_name(c.status) + std::string(" ") + points_text(c.score)) +
-        "/" + points_text(c.max_score) + (c.reason == "ok" ? "" : " (" + c.reason + ")") +
-        fmt(", %.1f s", c.wall_s));
-    result_.checks.push_back(std::move(c));
+    c.output = std::string("The grader could not run this check: ") + e.what() +
+               "\nThis is not necessarily your code's fault: tell the course staff.";
   }
+  if (c.status != CheckStatus::passed) c.score = 0.0;
+  if (c.wall_s == 0.0) {
+    c.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  return c;
+}
+
+void Grading::report_check(std::size_t i, const CheckResult& c) const {
+  char line[64];
+  std::snprintf(line, sizeof line, "[%zu/%zu] ", i + 1, plan_.size());
+  const bool not_run = c.status == CheckStatus::skipped;
+  say(line + c.id + ": " +
+      (not_run ? std::string("not run -")
+               : status_name(c.status) + std::string(" ") + points_text(c.score)) +
+      "/" + points_text(c.max_score) + (c.reason == "ok" ? "" : " (" + c.reason + ")") +
+      fmt(", %.1f s", c.wall_s));
+}
+
+// The ranked time is taken with nothing else of the grade running: timed network runs and the
+// time checks that read them.
+bool Grading::runs_alone(const PlannedCheck& p) const {
+  return p.timed || p.check.kind == "time";
+}
+
+int Grading::check_jobs() const {
+  if (opt_.check_jobs) return *opt_.check_jobs;
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::clamp(cores / 4, 1, 4);
+}
+
+void Grading::run_checks() {
+  const std::size_t n = plan_.size();
+  std::vector<std::optional<CheckResult>> done(n);
+  // The GPU is probed once, before any check can run beside another.
+  if (build_.ok) {
+    for (const PlannedCheck& p : plan_) {
+      if (p.gpu) {
+        gpu_unavailable(p);
+        break;
+      }
+    }
+  }
+  // 1. The timed checks, in order, alone.
+  std::vector<std::size_t> rest;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!runs_alone(plan_[i])) {
+      rest.push_back(i);
+      continue;
+    }
+    done[i] = run_planned(i);
+    report_check(i, *done[i]);
+  }
+  // 2. The others, several at once. Sharing the machine must never cost a team points: a check
+  // that ran out of time or GPU memory beside others runs again alone, and that run counts.
+  const int jobs = std::min<int>(check_jobs(), static_cast<int>(rest.size()));
+  std::vector<std::size_t> again;
+  if (jobs <= 1) {
+    for (const std::size_t i : rest) {
+      done[i] = run_planned(i);
+      report_check(i, *done[i]);
+    }
+  } else {
+    std::atomic<std::size_t> next{0};
+    std::mutex again_mutex;
+    std::vector<std::thread> pool;
+    for (int t = 0; t < jobs; ++t) {
+      pool.emplace_back([&] {
+        for (std::size_t k = next++; k < rest.size(); k = next++) {
+          const std::size_t i = rest[k];
+          CheckResult c = run_planned(i);
+          if (c.reason == "timeout" || c.reason == "gpu_memory") {
+            const std::lock_guard lock(again_mutex);
+            again.push_back(i);
+            continue;
+          }
+          report_check(i, c);
+          done[i] = std::move(c);
+        }
+      });
+    }
+    for (std::thread& t : pool) t.join();
+    std::sort(again.begin(), again.end());
+    for (const std::size_t i : again) {
+      say("  " + plan_[i].check.id + ": ran out of time or GPU memory beside other checks; "
+          "running it again alone");
+      done[i] = run_planned(i);
+      report_check(i, *done[i]);
+    }
+  }
+  for (std::optional<CheckResult>& c : done) result_.checks.push_back(std::move(*c));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <filesystem>
 #include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -107,6 +108,7 @@ class Grading {
 
   /// One line of progress.
   void say(const std::string& line) const {
+    const std::lock_guard lock(say_mutex_);
     if (progress_) progress_(escape_control_chars(line, true));
   }
 
@@ -164,6 +166,10 @@ class Grading {
   void add_build_checks();
   void run_checks();
   void run_one(PlannedCheck& p, CheckResult& c);
+  CheckResult run_planned(std::size_t i);
+  void report_check(std::size_t i, const CheckResult& c) const;
+  bool runs_alone(const PlannedCheck& p) const;
+  int check_jobs() const;
   void rank();
   /// Sums what did not run here into result_.not_run and marks the grade partial.
   void note_not_run();
@@ -203,6 +209,9 @@ class Grading {
   // compute-sanitizer): its linking closure and device nodes, made once.
   mutable std::map<std::string, std::vector<std::filesystem::path>> team_views_;
   mutable std::optional<GpuAssignment> gpu_;
+  // Untimed checks run on several threads: the caches above and the progress lines are shared.
+  mutable std::mutex shared_mutex_;
+  mutable std::mutex say_mutex_;
   TempDirLock work_lock_;
 };
 

@@ -140,6 +140,7 @@ std::optional<Failure> judge_verification(const json& doc, const PlannedCheck& p
 }
 
 fs::path Grading::images_file(std::int64_t n) {
+  const std::lock_guard lock(shared_mutex_);
   if (auto it = image_files_.find(n); it != image_files_.end()) return it->second;
   if (n < 1 || n > test_.count) {
     throw Error("a check asks for " + std::to_string(n) + " images; the test set has " +
@@ -157,6 +158,7 @@ fs::path Grading::images_file(std::int64_t n) {
 }
 
 std::int64_t Grading::model_classes(const fs::path& file) {
+  const std::lock_guard lock(shared_mutex_);
   if (auto it = classes_.find(file.string()); it != classes_.end()) return it->second;
   const std::int64_t n = load_model(file).classes();
   classes_[file.string()] = n;
@@ -318,7 +320,11 @@ WorkerOutcome Grading::run_worker(const std::string& log_id, const std::vector<s
   if (with_team && ::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ends) != 0) {
     throw Error(std::string("cannot create the harness's socket: ") + std::strerror(errno));
   }
-  const SandboxSpec team = team_spec(wall_s, prefix, ends[1]);
+  SandboxSpec team;
+  {
+    const std::lock_guard lock(shared_mutex_);  // team_view's cache
+    team = team_spec(wall_s, prefix, ends[1]);
+  }
   SandboxSpec referee = referee_spec(args, wall_s, ends[0]);
   WorkerOutcome w;
   if (with_team) {
@@ -341,8 +347,11 @@ WorkerOutcome Grading::run_worker(const std::string& log_id, const std::vector<s
     w.referee = run_sandboxed(referee);
     w.run = w.referee;
   }
-  last_run_ = w.run;
-  last_limits_ = team.limits;
+  {
+    const std::lock_guard lock(shared_mutex_);
+    last_run_ = w.run;
+    last_limits_ = team.limits;
+  }
   keep_logs(log_id, w, with_team && !hidden);
   read_document(w);
   return w;
