@@ -140,10 +140,9 @@ bool is_cluster_failure(const std::string& state) {
 }
 
 bool is_between_states(const std::string& state) {
-  static const std::set<std::string> between{"PENDING",    "RUNNING",   "CONFIGURING",
-                                             "COMPLETING", "SUSPENDED", "REQUEUED",
-                                             "RESIZING",   "SIGNALING", "STAGE_OUT",
-                                             "REQUEUE_HOLD", "REQUEUE_FED"};
+  static const std::set<std::string> between{
+      "PENDING",  "RUNNING",   "CONFIGURING", "COMPLETING",   "SUSPENDED",  "REQUEUED",
+      "RESIZING", "SIGNALING", "STAGE_OUT",   "REQUEUE_HOLD", "REQUEUE_FED"};
   return between.contains(state);
 }
 
@@ -209,8 +208,8 @@ QueueLook squeue(const std::set<std::string>& jobs) {
 
 EndLook job_end(const std::string& job) {
   EndLook look;
-  const CommandOutput sc = run_captured({"scontrol", "-o", "show", "job", job},
-                                        kSlurmCommandTimeout);
+  const CommandOutput sc =
+      run_captured({"scontrol", "-o", "show", "job", job}, kSlurmCommandTimeout);
   if (sc.ok()) {
     look.ok = true;
     look.ended = parse_scontrol(sc.output);
@@ -221,9 +220,9 @@ EndLook job_end(const std::string& job) {
   look.ok = true;
   // Purged from the controller: the accounting may still know it (an error where the cluster
   // keeps none, and the job is out of sight).
-  const CommandOutput sa = run_captured(
-      {"sacct", "-n", "-X", "-P", "-j", job, "-o", "JobID,State,ExitCode,NodeList"},
-      kSlurmCommandTimeout);
+  const CommandOutput sa =
+      run_captured({"sacct", "-n", "-X", "-P", "-j", job, "-o", "JobID,State,ExitCode,NodeList"},
+                   kSlurmCommandTimeout);
   if (sa.ok()) look.ended = parse_sacct(sa.output);
   return look;
 }

@@ -63,8 +63,8 @@ std::string sbatch(const std::filesystem::path& script,
 
 /// What squeue says of some jobs.
 struct QueueLook {
-  bool ok = false;      ///< squeue answered; else `error` holds what it printed
-  std::string error;
+  bool ok = false;  ///< squeue answered; else `error` holds what it printed
+  std::string error;  ///< what squeue printed when it failed
   std::vector<SlurmTaskState> queued;  ///< jobs and array tasks still pending or running
 };
 /// Asks squeue about `jobs` (ids; an array's id covers its tasks). Jobs Slurm no longer knows
@@ -73,7 +73,7 @@ QueueLook squeue(const std::set<std::string>& jobs);
 
 /// How jobs that left the queue ended.
 struct EndLook {
-  bool ok = false;                   ///< the controller (or the accounting) answered
+  bool ok = false;                    ///< the controller (or the accounting) answered
   std::vector<SlurmTaskState> ended;  ///< empty when neither knows the job any more
 };
 /// Asks scontrol how `job` ended, and sacct when the controller has forgotten it (where the

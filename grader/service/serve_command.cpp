@@ -29,7 +29,8 @@ struct ServeArgs {
   int port = 8408, cpu_jobs = 2, max_in_flight = 2, max_failed_logins = 10;
   double time_limit_s = 7200;
   bool allow_degraded = false, keep_work = false;
-  std::string executor = "local", grader;
+  std::string executor = "local";
+  std::string grade_program;  // a stand-in for `convlab grade`, for testing the service
   SlurmSettings slurm;
   std::vector<std::string> local_only, slurm_only;  // the options given, to refuse a mix
   std::string team;  // issue-token
@@ -118,7 +119,8 @@ int serve(const ServeArgs& a) {
   }
 
   ExecutorSettings ex;
-  ex.program = a.grader.empty() ? fs::read_symlink("/proc/self/exe") : fs::absolute(a.grader);
+  ex.program =
+      a.grade_program.empty() ? fs::read_symlink("/proc/self/exe") : fs::absolute(a.grade_program);
   ex.work = work;
   ex.grade.db = db;
   if (!a.data.empty()) ex.grade.data = fs::absolute(a.data);
@@ -236,9 +238,8 @@ void add_serve_command(CLI::App& app, int& exit_code) {
                   "slurm: seconds between two looks at Slurm's queue (default 5)")
       ->check(CLI::Range(0.1, 3600.0))
       ->each(on_slurm("--slurm-poll"));
-  cmd->add_option("--grader", a->grader,
-                  "the convlab executable that runs each job (default: this one; with slurm it "
-                  "must be where every node sees it)");
+  // For the service's own tests: a program that stands in for `convlab grade`.
+  cmd->add_option("--grade-program", a->grade_program)->group("");
   cmd->add_option("--max-in-flight", a->max_in_flight,
                   "jobs a team may have queued or running (default 2)");
   cmd->add_option("--max-failed-logins", a->max_failed_logins,

@@ -2,8 +2,8 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cmath>
+#include <condition_variable>
 #include <fstream>
 #include <iostream>
 #include <list>
@@ -66,7 +66,8 @@ std::optional<int> read_status(const fs::path& dir) {
   const auto text = try_read_file(dir / kStatusFile);
   if (!text || !text->ends_with("\n")) return std::nullopt;
   const std::string code = trim(*text);
-  if (code.empty() || code.size() > 3 || code.find_first_not_of("0123456789") != std::string::npos) {
+  if (code.empty() || code.size() > 3 ||
+      code.find_first_not_of("0123456789") != std::string::npos) {
     return std::nullopt;
   }
   return std::stoi(code);
@@ -75,8 +76,7 @@ std::optional<int> read_status(const fs::path& dir) {
 }  // namespace
 
 std::string slurm_job_script(const JobInfo& job, const std::vector<std::string>& grade_argv,
-                             const fs::path& dir, const SlurmSettings& slurm,
-                             double time_limit_s) {
+                             const fs::path& dir, const SlurmSettings& slurm, double time_limit_s) {
   grader::check_sbatch_path(dir, "--work");
   const bool gpu = job.device == "gpu";
   const std::string partition =
@@ -96,8 +96,7 @@ std::string slurm_job_script(const JobInfo& job, const std::vector<std::string>&
     << "#SBATCH --no-requeue\n"
     << "#SBATCH --output=" << (dir / "output.log").string() << "\n"
     << "#SBATCH --chdir=" << dir.string() << "\n"
-    << "#SBATCH --time=" << std::max(1, static_cast<int>(std::ceil(time_limit_s / 60.0)))
-    << "\n";
+    << "#SBATCH --time=" << std::max(1, static_cast<int>(std::ceil(time_limit_s / 60.0))) << "\n";
   if (!partition.empty()) t << "#SBATCH --partition=" << partition << "\n";
   if (!slurm.account.empty()) t << "#SBATCH --account=" << slurm.account << "\n";
   if (gpu && !slurm.gres.empty()) t << "#SBATCH --gres=" << slurm.gres << "\n";
@@ -164,7 +163,9 @@ SlurmExecutor::SlurmExecutor(JobStore& store, const ExecutorSettings& settings)
   thread_ = std::thread([this] { impl_->run(); });
 }
 
-SlurmExecutor::~SlurmExecutor() { stop(); }
+SlurmExecutor::~SlurmExecutor() {
+  stop();
+}
 
 void SlurmExecutor::notify() {
   {
@@ -230,7 +231,7 @@ bool SlurmExecutor::Impl::submit(const JobInfo& job,
     if (const auto id = try_read_file(earlier / kSlurmJobFile); id && !trim(*id).empty()) {
       grader::scancel(trim(*id));
     }
-    remove_folder(earlier);
+    if (!settings.keep_work) remove_folder(earlier);
   }
   const fs::path dir = job_folder(settings.work, job.id, job.attempts);
   fs::remove_all(dir);
@@ -266,17 +267,14 @@ bool SlurmExecutor::Impl::submit(const JobInfo& job,
     // Given back untouched; every submission waits a while, as Slurm may be down.
     const double pause_s = 6 * slurm.poll_s;
     store.requeue(job.id,
-                  refused == 1 ? note("Slurm did not take the job; the service tries again")
-                               : "",
+                  refused == 1 ? note("Slurm did not take the job; the service tries again") : "",
                   false);
     paused_until = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                       std::chrono::duration<double>(pause_s));
     return false;
   }
   refusals.erase(job.id);
-  {
-    std::ofstream(dir / kSlurmJobFile) << slurm_job << "\n";
-  }
+  { std::ofstream(dir / kSlurmJobFile) << slurm_job << "\n"; }
   store.append_output(job.id, note("job " + std::to_string(job.id) + ": " + job.command + " " +
                                    job.milestone + " submitted to Slurm as job " + slurm_job));
   Followed f;
@@ -326,10 +324,9 @@ void SlurmExecutor::Impl::look() {
       if (const auto s = queued.find(f.slurm_job); s != queued.end()) {
         if (s->second.state == "RUNNING" && !f.running_seen) {
           f.running_seen = true;
-          store.append_output(f.job.id, note("Slurm job " + f.slurm_job + " started" +
-                                             (s->second.node.empty()
-                                                  ? std::string()
-                                                  : " on " + s->second.node)));
+          store.append_output(
+              f.job.id, note("Slurm job " + f.slurm_job + " started" +
+                             (s->second.node.empty() ? std::string() : " on " + s->second.node)));
         }
       } else {
         ended = settle(f);
@@ -362,13 +359,14 @@ bool SlurmExecutor::Impl::settle(Followed& f) {
   }
   const std::string name = state ? state->state : "";
   if (grader::is_between_states(name)) return false;
-  const std::string exit = state && !state->exit_code.empty() ? " (exit " + state->exit_code + ")"
-                                                              : "";
+  const std::string exit =
+      state && !state->exit_code.empty() ? " (exit " + state->exit_code + ")" : "";
   if (name == "COMPLETED") {
     // The script wrote the status before it exited 0: wait for the file system to show it.
     if (!f.completed_at) f.completed_at = Clock::now();
     if (seconds_since(*f.completed_at) < slurm.result_grace_s) return false;
-    lost(f, "Slurm job " + f.slurm_job + " completed, but its exit status never appeared in "
+    lost(f, "Slurm job " + f.slurm_job +
+                " completed, but its exit status never appeared in "
                 "the job's folder (is --work on a file system every node shares?)");
     return true;
   }
@@ -401,8 +399,9 @@ void SlurmExecutor::Impl::finish_done(Followed& f, int grade_exit) {
     }
   }
   const int code = job_exit_code(job, grade_exit, report);
-  store.append_output(job.id, note("job " + std::to_string(job.id) +
-                                          " finished: exit status " + std::to_string(code), true));
+  store.append_output(job.id, note("job " + std::to_string(job.id) + " finished: exit status " +
+                                       std::to_string(code),
+                                   true));
   store.finish(job.id, "done", code, "", report);
 }
 
@@ -410,11 +409,12 @@ void SlurmExecutor::Impl::lost(Followed& f, const std::string& why) {
   f.output->forward(true);
   const JobInfo& job = f.job;
   if (job.attempts < JobStore::kMaxAttempts) {
-    store.requeue(job.id,
-                  note(why + "; the job is queued again (attempt " +
-                              std::to_string(job.attempts + 1) + " of " +
-                              std::to_string(JobStore::kMaxAttempts) + ")", true),
-                  true);
+    store.requeue(
+        job.id,
+        note(why + "; the job is queued again (attempt " + std::to_string(job.attempts + 1) +
+                 " of " + std::to_string(JobStore::kMaxAttempts) + ")",
+             true),
+        true);
     const std::lock_guard lock(mutex);
     woken = true;  // submitted again at once
     return;

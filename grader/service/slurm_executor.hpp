@@ -25,12 +25,12 @@ struct ExecutorSettings;
 
 /// What `--executor slurm` adds.
 struct SlurmSettings {
-  std::string partition;      ///< --partition of every job; empty: the cluster's default
-  std::string gpu_partition;  ///< --partition of GPU jobs; empty: `partition`
-  std::string account;        ///< --account; empty: the user's default
+  std::string partition;       ///< --partition of every job; empty: the cluster's default
+  std::string gpu_partition;   ///< --partition of GPU jobs; empty: `partition`
+  std::string account;         ///< --account; empty: the user's default
   std::string gres = "gpu:1";  ///< --gres of GPU jobs (CPU jobs ask for none)
   std::vector<std::string> sbatch_options;  ///< more #SBATCH lines, verbatim (--qos=...)
-  int max_jobs = 64;   ///< jobs handed to Slurm at once; the rest wait in the service's queue
+  int max_jobs = 64;    ///< jobs handed to Slurm at once; the rest wait in the service's queue
   double poll_s = 5.0;  ///< seconds between two looks at Slurm's queue
   /// A job Slurm says COMPLETED with no exit status in sight: how long to wait for the file
   /// (a network file system may show it late) before the job counts as lost.

@@ -82,7 +82,7 @@ struct Sample {
   std::string output;
   std::int64_t job = 0;
   std::optional<double> started_s, first_line_s;  // the service's start line; the grader's
-  double done_s = 0;                               // the client's exit
+  double done_s = 0;                              // the client's exit
 };
 
 // Runs `convlab submit check m2` as a client of `home` on `checkout` and times its output.
@@ -143,7 +143,8 @@ Sample run_client(const std::string& team, const fs::path& home, const fs::path&
   s.done_s = seconds(t0, Clock::now());
   s.exit = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   std::smatch m;
-  if (std::regex_search(s.output, m, std::regex(R"(\[convlab serve\] job (\d+): check m2 started)"))) {
+  if (std::regex_search(s.output, m,
+                        std::regex(R"(\[convlab serve\] job (\d+): check m2 started)"))) {
     s.job = std::stoll(m[1]);
   }
   return s;
@@ -234,7 +235,7 @@ TEST_CASE("load: 50 clients, 500 m2 check jobs; none lost or run twice") {
     text.replace(text.find("@RUNS@"), 6, runs.string());
     write_file(tmp.path() / "stand-in-grader", text);
     fs::permissions(tmp.path() / "stand-in-grader", fs::perms::owner_all);
-    options.insert(options.end(), {"--cpu-jobs", "8", "--grader",
+    options.insert(options.end(), {"--cpu-jobs", "8", "--grade-program",
                                    (tmp.path() / "stand-in-grader").string()});
   }
   // The real m2 file, which the stand-in never reads.
@@ -265,8 +266,8 @@ TEST_CASE("load: 50 clients, 500 m2 check jobs; none lost or run twice") {
       const fs::path home = tmp.path() / ("home-" + std::to_string(c));
       const fs::path checkout = tmp.path() / ("checkout-" + std::to_string(c));
       for (int j = 0; j < per_client; ++j) {
-        samples[c].push_back(
-            run_client(client_team[c], home, checkout, tmp.path() / ("client-" + std::to_string(c) + ".err")));
+        samples[c].push_back(run_client(client_team[c], home, checkout,
+                                        tmp.path() / ("client-" + std::to_string(c) + ".err")));
       }
     });
   }
@@ -293,8 +294,9 @@ TEST_CASE("load: 50 clients, 500 m2 check jobs; none lost or run twice") {
         }
       }
       if ((!ok || foreign) && ++bad <= 3) {
-        MESSAGE("client " << c << " (" << s.team << "): exit " << s.exit << "\n" << s.output
-                          << "\n" << read_file(tmp.path() / ("client-" + std::to_string(c) + ".err")));
+        MESSAGE("client " << c << " (" << s.team << "): exit " << s.exit << "\n"
+                          << s.output << "\n"
+                          << read_file(tmp.path() / ("client-" + std::to_string(c) + ".err")));
       }
       if (s.job > 0) CHECK_MESSAGE(seen.insert(s.job).second, "job " << s.job << " seen twice");
       if (s.started_s) started.push_back(*s.started_s);
@@ -339,8 +341,8 @@ TEST_CASE("load: 50 clients, 500 m2 check jobs; none lost or run twice") {
   report.precision(3);
   report << jobs << " m2 check jobs (" << (real ? "the real convlab grade" : "stand-in grader")
          << "), " << kClients << " clients of " << kTeams << " teams, on "
-         << (real ? std::to_string(cores) : std::string("8")) << " CPU executor slots, "
-         << cores << " cores\n"
+         << (real ? std::to_string(cores) : std::string("8")) << " CPU executor slots, " << cores
+         << " cores\n"
          << "  wall " << wall_s << " s, " << jobs / wall_s << " jobs/s\n"
          << "  submit to start (first output line): " << percentiles(started) << "\n"
          << "  submit to the grader's first line:   " << percentiles(first_line) << "\n"

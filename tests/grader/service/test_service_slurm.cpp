@@ -85,10 +85,9 @@ struct Class {
 
   void login(const ServeProcess& server, const std::string& team) const {
     std::string out;
-    const int rc = submit(home(team), checkout(team),
-                          "login --server " + server.url() + " --token " +
-                              issued_tokens(dir).at(team),
-                          &out);
+    const int rc =
+        submit(home(team), checkout(team),
+               "login --server " + server.url() + " --token " + issued_tokens(dir).at(team), &out);
     INFO(out);
     REQUIRE(rc == 0);
   }
@@ -140,13 +139,31 @@ std::string slurm_queue(const SlurmCluster& cluster) {
 }
 
 std::vector<std::string> slurm_options(const Class& c, const std::vector<std::string>& more) {
-  std::vector<std::string> a{"--executor", "slurm", "--slurm-poll", "0.5", "--grader",
-                             c.stand_in().string()};
+  std::vector<std::string> a{"--executor", "slurm",           "--slurm-poll",
+                             "0.5",        "--grade-program", c.stand_in().string()};
   a.insert(a.end(), more.begin(), more.end());
   return a;
 }
 
 }  // namespace
+
+TEST_CASE("serve: each executor's options, and Slurm's commands missing, are one clear error") {
+  TempDir tmp;
+  write_file(tmp.path() / "roster.csv", "team\nalpha\n");
+  const std::string serve = shell_quote(convlab_binary().string()) + " serve --roster " +
+                            shell_quote((tmp.path() / "roster.csv").string()) + " --db " +
+                            shell_quote((tmp.path() / "results.sqlite").string()) + " --port 0";
+  std::string out;
+  CHECK(run_command(serve + " --executor slurm --cpu-jobs 4", &out) == 1);
+  CHECK(out.find("--cpu-jobs is for --executor local") != std::string::npos);
+  CHECK(run_command(serve + " --partition gpu", &out) == 1);
+  CHECK(out.find("--partition is for --executor slurm") != std::string::npos);
+  CHECK(run_command(serve + " --executor pbs", &out) != 0);
+  CHECK(out.find("pbs") != std::string::npos);
+  CHECK(run_command("PATH=/nonexistent " + serve + " --executor slurm", &out) == 1);
+  CHECK(out.find("sbatch not found") != std::string::npos);
+  CHECK(out.find("use --executor local") != std::string::npos);
+}
 
 TEST_CASE("slurm: two teams' jobs run as Slurm jobs; a cancelled one is queued again once") {
   Class c;
@@ -179,8 +196,7 @@ TEST_CASE("slurm: two teams' jobs run as Slurm jobs; a cancelled one is queued a
   const auto report = http.Get("/api/v1/jobs/" + beta_id + "/report", bearer(tokens.at("beta")));
   REQUIRE(report->status == 200);
   CHECK(json::parse(report->body)["team"] == "beta");
-  CHECK(http.Get("/api/v1/jobs/" + beta_id + "/report", bearer(tokens.at("alpha")))->status ==
-        404);
+  CHECK(http.Get("/api/v1/jobs/" + beta_id + "/report", bearer(tokens.at("alpha")))->status == 404);
 
   // alpha's job runs in Slurm; cancel its Slurm job: the service queues the job again.
   REQUIRE(wait_for([&] { return c.runs_of("alpha").size() == 1; }, 60));
@@ -196,8 +212,8 @@ TEST_CASE("slurm: two teams' jobs run as Slurm jobs; a cancelled one is queued a
   CHECK(job["attempts"] == 2);
   // Cancelled again: the job fails, with what Slurm said.
   REQUIRE(c.cluster.run("scancel " + second, &out) == 0);
-  REQUIRE(wait_for([&] { return job_of(server, tokens.at("alpha"), alpha_job)["state"] != "running"; },
-                   60));
+  REQUIRE(wait_for(
+      [&] { return job_of(server, tokens.at("alpha"), alpha_job)["state"] != "running"; }, 60));
   job = job_of(server, tokens.at("alpha"), alpha_job);
   INFO(job.dump(2));
   CHECK(job["state"] == "failed");
@@ -210,8 +226,8 @@ TEST_CASE("slurm: two teams' jobs run as Slurm jobs; a cancelled one is queued a
   CHECK(alpha_out.find("Slurm job " + first + " ended CANCELLED") != std::string::npos);
   CHECK(alpha_out.find("queued again (attempt 2 of 2)") != std::string::npos);
   // The client says why, and exits 1.
-  CHECK(submit(c.home("alpha"), c.checkout("alpha"), "output " + std::to_string(alpha_job),
-               &out) == 1);
+  CHECK(submit(c.home("alpha"), c.checkout("alpha"), "output " + std::to_string(alpha_job), &out) ==
+        1);
   CHECK(out.find("failed: Slurm job " + second) != std::string::npos);
   // Run twice, no more; nothing of the service's is left in Slurm.
   CHECK(c.runs_of("alpha").size() == 2);
@@ -301,8 +317,8 @@ TEST_CASE("slurm: real m2 jobs of two teams; a grade's run is recorded by the se
   INFO(out);
   CHECK(out.find("Total: 0 / 30 points") != std::string::npos);
   sqlite3* db = nullptr;
-  REQUIRE(sqlite3_open_v2((c.dir / "results.sqlite").c_str(), &db, SQLITE_OPEN_READONLY,
-                          nullptr) == SQLITE_OK);
+  REQUIRE(sqlite3_open_v2((c.dir / "results.sqlite").c_str(), &db, SQLITE_OPEN_READONLY, nullptr) ==
+          SQLITE_OK);
   sqlite3_stmt* st = nullptr;
   REQUIRE(sqlite3_prepare_v2(db, "SELECT team, milestone, score FROM runs", -1, &st, nullptr) ==
           SQLITE_OK);
