@@ -220,6 +220,7 @@ EndLook job_end(const std::string& job) {
   look.ok = true;
   // Purged from the controller: the accounting may still know it (an error where the cluster
   // keeps none, and the job is out of sight).
+  if (!find_program("sacct")) return look;
   const CommandOutput sa =
       run_captured({"sacct", "-n", "-X", "-P", "-j", job, "-o", "JobID,State,ExitCode,NodeList"},
                    kSlurmCommandTimeout);

@@ -260,7 +260,12 @@ bool SlurmExecutor::Impl::submit(const JobInfo& job,
     remove_folder(dir);
     if (refused >= kMaxRefusals) {
       refusals.erase(job.id);
-      fail(job, "Slurm refused the job " + std::to_string(refused) + " times: " + e.what(),
+      // The team reads what sbatch said, without the server's paths; the log has it all.
+      std::string said = e.what();
+      said = said.substr(0, said.find('\n'));
+      fail(job,
+           "Slurm refused the job " + std::to_string(refused) + " times (" + said +
+               "): tell your course staff",
            std::nullopt);
       return true;
     }

@@ -269,7 +269,11 @@ TEST_CASE("slurm: a partition Slurm refuses fails the job with sbatch's message"
   INFO(out << "\nserver:\n" << server.log());
   CHECK(out.find("Slurm did not take the job; the service tries again") != std::string::npos);
   CHECK(out.find("Slurm refused the job 3 times") != std::string::npos);
-  CHECK(out.find("partition") != std::string::npos);
+  CHECK(out.find("invalid partition") != std::string::npos);
+  CHECK(out.find("tell your course staff") != std::string::npos);
+  CHECK(out.find(c.dir.string()) == std::string::npos);  // the server's folders stay there
+  CHECK(server.log().find("job.sbatch: check the partition, account and gres") !=
+        std::string::npos);
   CHECK(c.runs_of("beta").empty());
 }
 
