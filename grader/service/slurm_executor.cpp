@@ -122,6 +122,7 @@ struct SlurmExecutor::Followed {
   std::string slurm_job;
   std::unique_ptr<OutputForwarder> output;
   bool running_seen = false;
+  bool start_asked = false;                       // Slurm asked once its output began
   std::optional<Clock::time_point> completed_at;  // COMPLETED seen, exit status not yet
 };
 
@@ -146,7 +147,7 @@ struct SlurmExecutor::Impl {
   void run();
   void submit_queued();
   bool submit(const JobInfo& job, const std::map<std::string, std::string>& files);
-  bool should_look() const;
+  bool should_look();
   void look();
   bool settle(Followed& f);
   void finish_done(Followed& f, int grade_exit);
@@ -291,19 +292,23 @@ bool SlurmExecutor::Impl::submit(const JobInfo& job,
   return true;
 }
 
-// Slurm's queue is asked every poll_s, and sooner (at most once a second) when a job has
-// begun to write or has written its exit status.
-bool SlurmExecutor::Impl::should_look() const {
+// Slurm's queue is asked every poll_s; at once when a job's output begins, to tell the team
+// where it runs; and at most once a second while an exit status waits for its Slurm job to
+// leave the queue.
+bool SlurmExecutor::Impl::should_look() {
   if (followed.empty()) return false;
   const double since = seconds_since(last_look);
   if (since >= slurm.poll_s) return true;
-  if (since < 1.0) return false;
-  for (const Followed& f : followed) {
+  bool look = false;
+  for (Followed& f : followed) {
     std::error_code ec;
-    if (fs::exists(f.dir / kStatusFile, ec)) return true;
-    if (!f.running_seen && fs::file_size(f.dir / "output.log", ec) > 0 && !ec) return true;
+    if (!f.start_asked && fs::file_size(f.dir / "output.log", ec) > 0 && !ec) {
+      f.start_asked = true;
+      look = true;
+    }
+    if (since >= 1.0 && fs::exists(f.dir / kStatusFile, ec)) look = true;
   }
-  return false;
+  return look;
 }
 
 void SlurmExecutor::Impl::look() {
