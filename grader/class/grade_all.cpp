@@ -15,6 +15,7 @@
 
 #include "grader/class/child_process.hpp"
 #include "grader/class/grade_all_detail.hpp"
+#include "grader/class/slurm_commands.hpp"
 #include "grader/grade/grade.hpp"
 #include "reference/core/error.hpp"
 #include "reference/core/files.hpp"
@@ -140,16 +141,6 @@ std::vector<TeamOutcome> earlier_rows(const fs::path& out, const std::string& mi
 }
 
 }  // namespace
-
-std::string detail::shell_quote(const std::string& s) {
-  if (!s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                        "0123456789-_./=:+,@") == std::string::npos) {
-    return s;
-  }
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
 
 namespace {
 

@@ -56,8 +56,6 @@ void write_summary(ClassSummary& summary, std::vector<TeamOutcome> kept,
 /// writer, another node) never sees half of it. Throws Error.
 void write_atomically(const std::filesystem::path& path, const std::string& text);
 
-/// `s` as one word of a POSIX shell.
-std::string shell_quote(const std::string& s);
 /// Whether request_grade_all_stop() was called since the run began.
 bool stop_requested();
 /// Forgets an earlier stop request (a run begins).

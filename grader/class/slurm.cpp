@@ -36,24 +36,11 @@ constexpr const char* kSlurmDir = ".slurm";
 constexpr const char* kTeamsFile = "teams.txt";
 constexpr const char* kScriptFile = "grade.sbatch";
 constexpr const char* kTaskFile = "task.json";
-// squeue, scontrol, sbatch and scancel answer in a second; a stuck controller must not hang
-// the class.
-constexpr double kCommandTimeout = 60.0;
 // Looks at the queue that fail in a row before the follower gives up (the tasks go on).
 constexpr int kMaxQueueFailures = 30;
 
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-std::string trim(std::string s) {
-  s.erase(0, s.find_first_not_of(" \t\r\n"));
-  s.erase(s.find_last_not_of(" \t\r\n") + 1);
-  return s;
-}
-
-bool all_digits(const std::string& s) {
-  return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
 }
 
 // The convlab that runs the tasks: this executable, by its real path (the nodes see it there
@@ -62,15 +49,6 @@ fs::path self_exe() {
   std::error_code ec;
   const fs::path p = fs::read_symlink("/proc/self/exe", ec);
   return ec ? fs::path("convlab") : p;
-}
-
-// A path written into a #SBATCH line: Slurm splits those lines on white space.
-void check_sbatch_path(const fs::path& p, const char* what) {
-  if (p.string().find_first_of(" \t\n\r'\"") != std::string::npos) {
-    throw Error(std::string(what) + " " + p.string() +
-                " holds a space or a quote, which a Slurm batch script cannot take; choose a "
-                "path without them");
-  }
 }
 
 // The team names of a class run, refused where a line of teams.txt cannot hold them.
@@ -158,10 +136,6 @@ struct Track {
   std::optional<Clock::time_point> completed_at;  // COMPLETED seen, task.json not yet
 };
 
-std::string task_id(const std::string& job, int task) {
-  return job + "_" + std::to_string(task);
-}
-
 // task.json of a team, when the task wrote one that reads as a summary row.
 std::optional<TeamOutcome> read_task_file(const fs::path& team_out) {
   const fs::path file = team_out / kTaskFile;
@@ -176,74 +150,7 @@ std::optional<TeamOutcome> read_task_file(const fs::path& team_out) {
   }
 }
 
-// The submitted job's id, or an Error with what sbatch said.
-std::string submit(const fs::path& script, const std::string& array) {
-  std::vector<std::string> argv{"sbatch", "--parsable"};
-  if (!array.empty()) argv.push_back("--array=" + array);
-  argv.push_back(script.string());
-  const CommandOutput r = run_captured(argv, kCommandTimeout);
-  const std::string job = parse_sbatch_job(r.output);
-  if (!r.ok() || job.empty()) {
-    throw Error("sbatch did not take the job (" + r.exit.describe() + "): " + trim(r.output) +
-                "\nThe script is " + script.string() + ": check the partition, account and gres");
-  }
-  return job;
-}
-
 }  // namespace
-
-std::string parse_sbatch_job(const std::string& output) {
-  std::istringstream in(output);
-  for (std::string line; std::getline(in, line);) {
-    line = trim(line);
-    const std::string id = line.substr(0, line.find(';'));
-    if (all_digits(id)) return id;
-  }
-  return "";
-}
-
-std::vector<SlurmTaskState> parse_squeue(const std::string& output) {
-  std::vector<SlurmTaskState> out;
-  std::istringstream in(output);
-  for (std::string line; std::getline(in, line);) {
-    std::istringstream words(line);
-    SlurmTaskState t;
-    std::string task;
-    if (!(words >> t.job >> task >> t.state) || !all_digits(t.job) || !all_digits(task)) continue;
-    t.task = std::stoi(task);
-    out.push_back(std::move(t));
-  }
-  return out;
-}
-
-std::vector<SlurmTaskState> parse_scontrol(const std::string& output) {
-  std::vector<SlurmTaskState> out;
-  std::istringstream in(output);
-  for (std::string line; std::getline(in, line);) {
-    std::map<std::string, std::string> kv;
-    std::istringstream words(line);
-    for (std::string w; words >> w;) {
-      const auto eq = w.find('=');
-      if (eq != std::string::npos) kv.emplace(w.substr(0, eq), w.substr(eq + 1));
-    }
-    const std::string job = kv["ArrayJobId"], task = kv["ArrayTaskId"];
-    if (!all_digits(job) || !all_digits(task)) continue;  // not an array task, or a range
-    SlurmTaskState t;
-    t.job = job;
-    t.task = std::stoi(task);
-    t.state = kv["JobState"];
-    t.reason = kv["Reason"];
-    t.exit_code = kv["ExitCode"];
-    out.push_back(std::move(t));
-  }
-  return out;
-}
-
-bool is_cluster_failure(const std::string& state) {
-  static const std::set<std::string> lost{"NODE_FAIL", "PREEMPTED", "BOOT_FAIL",
-                                          "CANCELLED", "DEADLINE",  "REVOKED"};
-  return lost.contains(state);
-}
 
 std::string slurm_script(const GradeAllOptions& options, const SlurmOptions& slurm) {
   // The plan without creating --out: a dry run writes nothing.
@@ -328,7 +235,7 @@ class SlurmRun {
 };
 
 void SlurmRun::submit_all() {
-  const std::string job = submit(script_file(), "");
+  const std::string job = sbatch(script_file());
   summary_.slurm_jobs.push_back(job);
   note("submitted Slurm job " + job + ": " + std::to_string(total_) + " array task" +
        (total_ == 1 ? "" : "s") + ", one per team (script: " + script_file().string() + ")");
@@ -379,17 +286,11 @@ bool SlurmRun::look() {
 // throws after kMaxQueueFailures failures in a row).
 std::optional<std::map<std::string, std::string>> SlurmRun::queued_tasks(
     const std::set<std::string>& live) {
-  std::string ids;
-  for (const std::string& j : live) {
-    if (!ids.empty()) ids += ',';
-    ids += j;
-  }
-  const CommandOutput sq =
-      run_captured({"squeue", "-h", "-r", "-j", ids, "-o", "%F %K %T"}, kCommandTimeout);
-  if (!sq.ok() && sq.output.find("Invalid job id") == std::string::npos) {
+  const QueueLook sq = squeue(live);
+  if (!sq.ok) {
     if (++queue_failures_ >= kMaxQueueFailures) {
-      throw Error("cannot read the Slurm queue (squeue: " + trim(sq.output) +
-                  "); the tasks of job " + summary_.slurm_jobs.front() +
+      throw Error("cannot read the Slurm queue (squeue: " + sq.error + "); the tasks of job " +
+                  summary_.slurm_jobs.front() +
                   " may still run: when they end, load their reports with `convlab ingest " +
                   slurm_dir_.parent_path().string() + " --db FILE`");
     }
@@ -397,18 +298,14 @@ std::optional<std::map<std::string, std::string>> SlurmRun::queued_tasks(
   }
   queue_failures_ = 0;
   std::map<std::string, std::string> active;
-  if (sq.ok()) {
-    for (const SlurmTaskState& s : parse_squeue(sq.output)) {
-      active[task_id(s.job, s.task)] = s.state;
-    }
-  }
+  for (const SlurmTaskState& s : sq.queued) active[slurm_task_id(s.job, s.task)] = s.state;
   return active;
 }
 
 // A task not yet finished: still in the queue, done (its task.json), or ended without one.
 void SlurmRun::settle(Track& tr, const std::map<std::string, std::string>& active,
                       const std::set<std::string>& live, Ended& ended, std::vector<Track*>& lost) {
-  const std::string id = task_id(tr.job, tr.task);
+  const std::string id = slurm_task_id(tr.job, tr.task);
   if (auto a = active.find(id); a != active.end()) {
     tr.phase = a->second == "PENDING" ? Track::Phase::queued : Track::Phase::running;
     return;
@@ -448,15 +345,9 @@ bool SlurmRun::take_result(Track& tr, const std::string& id) {
 void SlurmRun::ask_scontrol(const std::set<std::string>& live, Ended& ended) const {
   ended.asked = true;
   for (const std::string& job : live) {
-    const CommandOutput sc = run_captured({"scontrol", "-o", "show", "job", job}, kCommandTimeout);
-    // "Invalid job id": the controller forgot the job; other failures: ask again later rather
-    // than take a running task for a lost one.
-    if (!sc.ok() && sc.output.find("Invalid job id") == std::string::npos) {
-      ended.unreadable.insert(job);
-    }
-    for (const SlurmTaskState& s : parse_scontrol(sc.output)) {
-      ended.tasks[task_id(s.job, s.task)] = s;
-    }
+    const EndLook look = job_end(job);
+    if (!look.ok) ended.unreadable.insert(job);
+    for (const SlurmTaskState& s : look.ended) ended.tasks[slurm_task_id(s.job, s.task)] = s;
   }
 }
 
@@ -464,12 +355,9 @@ void SlurmRun::ask_scontrol(const std::set<std::string>& live, Ended& ended) con
 // lost to the cluster (resubmitted once) or failed.
 void SlurmRun::judge_ended(Track& tr, const std::string& id, const Ended& ended,
                            std::vector<Track*>& lost) {
-  static const std::set<std::string> in_between{"PENDING",    "RUNNING",   "CONFIGURING",
-                                                "COMPLETING", "SUSPENDED", "REQUEUED",
-                                                "RESIZING",   "SIGNALING", "STAGE_OUT"};
   const auto e = ended.tasks.find(id);
   const std::string state = e != ended.tasks.end() ? e->second.state : "";
-  if (in_between.contains(state)) return;  // the next look tells
+  if (is_between_states(state)) return;  // the next look tells
   const std::string exit_code = e != ended.tasks.end() ? e->second.exit_code : "";
   if (state == "COMPLETED") {
     // The task wrote task.json before it exited 0: wait for the file system to show it.
@@ -496,14 +384,14 @@ void SlurmRun::resubmit(const std::vector<Track*>& lost, const Ended& ended) {
   for (const Track* tr : lost) {
     if (!array.empty()) array += ',';
     array += std::to_string(tr->task);
-    const auto e = ended.tasks.find(task_id(tr->job, tr->task));
+    const auto e = ended.tasks.find(slurm_task_id(tr->job, tr->task));
     if (!which.empty()) which += ", ";
-    which += task_id(tr->job, tr->task);
+    which += slurm_task_id(tr->job, tr->task);
     which += ' ';
     which += e != ended.tasks.end() ? e->second.state : "lost";
   }
   if (slurm_.max_parallel > 0) array += "%" + std::to_string(slurm_.max_parallel);
-  const std::string job = submit(script_file(), array);
+  const std::string job = sbatch(script_file(), {"--array=" + array});
   summary_.slurm_jobs.push_back(job);
   std::error_code ec;
   for (Track* tr : lost) {
@@ -523,7 +411,7 @@ void SlurmRun::resubmit(const std::vector<Track*>& lost, const Ended& ended) {
 void SlurmRun::cancel() {
   summary_.interrupted = true;
   for (const std::string& job : summary_.slurm_jobs) {
-    run_captured({"scancel", job}, kCommandTimeout);
+    scancel(job);
   }
   for (const Track& tr : tracks_) {
     if (!finished(tr)) {
@@ -537,7 +425,7 @@ void SlurmRun::fail(Track& tr, const std::string& why) {
   TeamOutcome& t = summary_.teams[tr.index];
   tr.phase = Track::Phase::failed;
   t.graded = false;
-  t.slurm_task = task_id(tr.job, tr.task);
+  t.slurm_task = slurm_task_id(tr.job, tr.task);
   t.resubmitted = tr.attempts > 1;
   t.error = why + "; see " + (slurm_dir_ / "logs" / ("task-" + t.slurm_task + ".log")).string();
   ++failed_;
@@ -581,13 +469,7 @@ void require_slurm_tools(const GradeAllOptions& options) {
 #else
   (void)options;
 #endif
-  for (const char* tool : {"sbatch", "squeue", "scontrol", "scancel"}) {
-    if (!find_program(tool)) {
-      throw Error(std::string(tool) +
-                  " not found: --slurm runs where Slurm's commands are (a login node of the "
-                  "cluster); without Slurm, leave --slurm out");
-    }
-  }
+  require_slurm_commands("leave --slurm out");
 }
 
 // The teams' folders (old results removed: an old task.json must not read as new), teams.txt

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "grader/class/grade_all.hpp"
+#include "grader/class/slurm_commands.hpp"
 
 namespace convlab::grader {
 
@@ -31,15 +32,6 @@ struct SlurmOptions {
   double result_grace_s = 30.0;
 };
 
-/// One array task as squeue or scontrol shows it.
-struct SlurmTaskState {
-  std::string job;        ///< the array's job id
-  int task = -1;          ///< the array index
-  std::string state;      ///< PENDING, RUNNING, COMPLETED, CANCELLED, NODE_FAIL...
-  std::string reason;     ///< scontrol's Reason
-  std::string exit_code;  ///< scontrol's ExitCode ("0:15": code 0, signal 15)
-};
-
 /// The batch script `grade-all --slurm` submits, for the teams of a class run. Throws Error
 /// on bad options (a gres for a CPU milestone, a path Slurm cannot take).
 std::string slurm_script(const GradeAllOptions& options, const SlurmOptions& slurm);
@@ -53,15 +45,5 @@ ClassSummary grade_all_slurm(const GradeAllOptions& options, const SlurmOptions&
 /// OUT/TEAM/task.json. Returns the exit status (0 once task.json is written, whatever the
 /// grade; 143 when stopped, leaving no task.json, so the submitter sees a lost task).
 int run_slurm_task(const GradeAllOptions& options, int index);
-
-/// The job id in `sbatch --parsable` output ("123" or "123;cluster"); empty when none.
-std::string parse_sbatch_job(const std::string& output);
-/// squeue -h -r -o "%F %K %T" lines: the array tasks still queued or running.
-std::vector<SlurmTaskState> parse_squeue(const std::string& output);
-/// `scontrol -o show job J` lines: one record per array task (pending ranges are left out).
-std::vector<SlurmTaskState> parse_scontrol(const std::string& output);
-/// Whether a task that ended in `state` was lost for a reason of the cluster's (node failure,
-/// preemption, cancellation...), so that its grade is worth one more try.
-bool is_cluster_failure(const std::string& state);
 
 }  // namespace convlab::grader

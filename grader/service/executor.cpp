@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "grader/service/job_output.hpp"
 #include "reference/core/error.hpp"
 #include "reference/core/files.hpp"
 
@@ -23,9 +24,6 @@ namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
 namespace {
-
-// Output kept per job: a grade caps each check's output far below this.
-constexpr std::int64_t kMaxOutputBytes = 8 << 20;
 
 // A child started with posix_spawn: safe in a threaded server, where fork followed by anything
 // but exec is not. Its own process group, so a kill reaches all it started; stdin from
@@ -105,31 +103,14 @@ class Child {
   std::optional<int> status_;
 };
 
-// The bytes `log` gained since `offset`.
-std::string read_from(const fs::path& log, std::int64_t& offset) {
-  std::ifstream in(log, std::ios::binary);
-  if (!in) return "";
-  in.seekg(offset);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  offset += static_cast<std::int64_t>(text.size());
-  return text;
-}
-
-// A check or run job fails when a check it ran failed; the grade itself exits 0 for any score.
-int job_exit_code(const JobInfo& job, int grade_exit, const std::optional<std::string>& report) {
-  if (grade_exit != 0 || job.command == "grade" || !report) return grade_exit;
-  const auto j = nlohmann::json::parse(*report, nullptr, false);
-  if (!j.is_object() || !j.contains("checks") || !j["checks"].is_array()) return grade_exit;
-  for (const auto& c : j["checks"]) {
-    if (c.value("status", "") == "failed") return 1;
-  }
-  return 0;
-}
-
 }  // namespace
 
 Executors::Executors(JobStore& store, ExecutorSettings settings)
     : store_(store), settings_(std::move(settings)) {
+  if (settings_.slurm) {
+    slurm_ = std::make_unique<SlurmExecutor>(store_, settings_);
+    return;
+  }
   for (int g = 0; g < static_cast<int>(settings_.gpus.size()); ++g) {
     threads_.emplace_back([this, g] { loop("gpu", g); });
   }
@@ -140,9 +121,13 @@ Executors::Executors(JobStore& store, ExecutorSettings settings)
 
 Executors::~Executors() { stop(); }
 
-void Executors::notify() { wake_.notify_all(); }
+void Executors::notify() {
+  if (slurm_) slurm_->notify();
+  wake_.notify_all();
+}
 
 void Executors::stop() {
+  if (slurm_) slurm_->stop();
   stopping_ = true;
   wake_.notify_all();
   for (std::thread& t : threads_) {
@@ -194,32 +179,7 @@ void Executors::run_job(const JobInfo& job, const std::map<std::string, std::str
   store_.append_output(job.id, "[convlab serve] job " + std::to_string(job.id) + ": " +
                                    job.command + " " + job.milestone + " started (" + where +
                                    ")\n");
-  std::int64_t read = 0, kept = 0;
-  bool capped = false;
-  // Whole lines only, so that the job folder's path, which says nothing to a team and shows the
-  // server's layout, is never split across chunks and can be shortened to "job/".
-  std::string pending;
-  const std::string job_dir = dir.string() + "/";
-  const auto forward = [&](bool last) {
-    pending += read_from(log, read);
-    // A line longer than 64 KiB goes out as it is rather than wait.
-    const bool all = last || pending.size() > (64u << 10);
-    const std::size_t end = all ? pending.size() : pending.rfind('\n') + 1;
-    if (end == 0) return;  // no whole line yet (rfind's npos + 1 wraps to 0 too)
-    std::string text = pending.substr(0, end);
-    pending.erase(0, end);
-    for (std::size_t at; (at = text.find(job_dir)) != std::string::npos;) {
-      text.replace(at, job_dir.size(), "job/");
-    }
-    if (capped || text.empty()) return;
-    if (kept + static_cast<std::int64_t>(text.size()) > kMaxOutputBytes) {
-      text.resize(static_cast<std::size_t>(kMaxOutputBytes - kept));
-      text += "\n[convlab serve] output capped at 8 MiB; the rest is not kept\n";
-      capped = true;
-    }
-    kept += static_cast<std::int64_t>(text.size());
-    store_.append_output(job.id, text);
-  };
+  OutputForwarder output(store_, job.id, log, dir);
 
   Child child(settings_.program, args, log, env);
   const auto start = std::chrono::steady_clock::now();
@@ -228,7 +188,7 @@ void Executors::run_job(const JobInfo& job, const std::map<std::string, std::str
   while (!(status = child.poll())) {
     if (stopping_) {
       child.kill_all();
-      forward(true);
+      output.forward(true);
       return;  // left running: the next start queues it again
     }
     if (std::chrono::steady_clock::now() - start >
@@ -238,10 +198,10 @@ void Executors::run_job(const JobInfo& job, const std::map<std::string, std::str
       status = child.poll();
       break;
     }
-    forward(false);
+    output.forward(false);
     std::this_thread::sleep_for(250ms);
   }
-  forward(true);
+  output.forward(true);
 
   const std::optional<std::string> report = try_read_file(out / "report.json");
   if (timed_out) {

@@ -186,7 +186,7 @@ std::vector<std::string> grade_arguments(const JobInfo& job, const GradeSettings
     argv.insert(argv.end(),
                 {"--only", "network/" + variant + "/" + arg("model") + "/" + arg("images")});
   } else {
-    argv.insert(argv.end(), {"--db", settings.db.string()});
+    if (!settings.db.empty()) argv.insert(argv.end(), {"--db", settings.db.string()});
     for (const fs::path& m : settings.models) argv.insert(argv.end(), {"--models", m.string()});
   }
   if (!settings.data.empty()) argv.insert(argv.end(), {"--data", settings.data.string()});

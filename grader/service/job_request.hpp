@@ -51,7 +51,9 @@ std::vector<std::string> upload_problems(const std::filesystem::path& dir,
 
 /// How the service runs every grade.
 struct GradeSettings {
-  std::filesystem::path db;  ///< results database: `grade` jobs are recorded there
+  /// Results database: `grade` jobs are recorded there; empty: the grade writes none (the
+  /// service ingests its report).
+  std::filesystem::path db;
   std::filesystem::path data;                ///< Fashion-MNIST folder (empty: the default)
   std::filesystem::path cache;               ///< framework cache (empty: the default)
   std::vector<std::filesystem::path> models;  ///< hidden models, for `grade` jobs

@@ -264,6 +264,19 @@ void JobStore::finish(std::int64_t id, const std::string& state, std::optional<i
   });
 }
 
+void JobStore::requeue(std::int64_t id, const std::string& note, bool counted) {
+  const std::lock_guard lock(mutex_);
+  write(impl_->conn, [&] {
+    append_locked(impl_->conn, id, note);
+    Statement st = impl_->conn.prepare(
+        "UPDATE jobs SET state = 'queued', started_at = NULL, attempts = attempts - ?2 "
+        "WHERE id = ?1 AND state = 'running'");
+    st.bind(1, id).bind(2, static_cast<std::int64_t>(counted ? 0 : 1));
+    st.run();
+    return 0;
+  });
+}
+
 int JobStore::recover_interrupted() {
   const std::lock_guard lock(mutex_);
   return write(impl_->conn, [&] {

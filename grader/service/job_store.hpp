@@ -87,6 +87,9 @@ class JobStore {
   /// Ends a job: done (it ran; `exit_code` is its status) or failed (`error` says why).
   void finish(std::int64_t id, const std::string& state, std::optional<int> exit_code,
               const std::string& error, const std::optional<std::string>& report_json);
+  /// Puts a running job back in the queue, `note` appended to its output. `counted`: the
+  /// attempt it used stays used (its run was lost); else it is given back (it never ran).
+  void requeue(std::int64_t id, const std::string& note, bool counted);
   /// At startup: a job left running by a server that stopped is queued again, once; a job
   /// that has had kMaxAttempts fails. Each gets a line in its output. Returns how many.
   int recover_interrupted();

@@ -13,6 +13,7 @@
 #include "grader/service/job_store.hpp"
 #include "grader/service/roster.hpp"
 #include "grader/service/server.hpp"
+#include "grader/service/slurm_executor.hpp"
 #include "grader/service/tokens.hpp"
 #include "reference/core/error.hpp"
 #include "reference/driver/milestone.hpp"
@@ -28,6 +29,10 @@ struct ServeArgs {
   int port = 8408, cpu_jobs = 2, max_in_flight = 2, max_failed_logins = 10;
   double time_limit_s = 7200;
   bool allow_degraded = false, keep_work = false;
+  std::string executor = "local";
+  std::string grade_program;  // a stand-in for `convlab grade`, for testing the service
+  SlurmSettings slurm;
+  std::vector<std::string> local_only, slurm_only;  // the options given, to refuse a mix
   std::string team;  // issue-token
 };
 
@@ -69,6 +74,15 @@ int serve(const ServeArgs& a) {
   if (a.cpu_jobs < 0 || a.cpu_jobs > 256) throw Error("--cpu-jobs must be 0 to 256");
   if (a.max_in_flight < 1) throw Error("--max-in-flight must be at least 1");
   if (a.max_failed_logins < 1) throw Error("--max-failed-logins must be at least 1");
+  const bool slurm = a.executor == "slurm";
+  if (slurm && !a.local_only.empty()) {
+    throw Error(a.local_only.front() +
+                " is for --executor local: with slurm, Slurm places the jobs (--partition, "
+                "--gres)");
+  }
+  if (!slurm && !a.slurm_only.empty()) {
+    throw Error(a.slurm_only.front() + " is for --executor slurm");
+  }
   const auto roster = load_roster(a.roster);
   const fs::path db = fs::absolute(a.db);
   const fs::path work = a.work.empty() ? fs::path(db.string() + ".jobs") : fs::absolute(a.work);
@@ -105,7 +119,8 @@ int serve(const ServeArgs& a) {
   }
 
   ExecutorSettings ex;
-  ex.program = fs::read_symlink("/proc/self/exe");
+  ex.program =
+      a.grade_program.empty() ? fs::read_symlink("/proc/self/exe") : fs::absolute(a.grade_program);
   ex.work = work;
   ex.grade.db = db;
   if (!a.data.empty()) ex.grade.data = fs::absolute(a.data);
@@ -122,11 +137,12 @@ int serve(const ServeArgs& a) {
   ex.cpu_jobs = a.cpu_jobs;
   ex.time_limit_s = a.time_limit_s;
   ex.keep_work = a.keep_work;
+  if (slurm) ex.slurm = a.slurm;
 
   ApiSettings api;
   api.root = convlab_root();
   api.staging = work / "staging";
-  api.gpu_jobs = !ex.gpus.empty();
+  api.gpu_jobs = slurm || !ex.gpus.empty();
   api.max_in_flight = a.max_in_flight;
   api.max_failed_logins = a.max_failed_logins;
   api.roster = roster;
@@ -135,8 +151,13 @@ int serve(const ServeArgs& a) {
   Server server(store, executors, api);
   const int port = server.bind(a.host, a.port);
   std::cout << "convlab serve: listening on http://" << a.host << ":" << port << " ("
-            << roster.size() << " accounts, " << ex.gpus.size() << " GPU executor(s), "
-            << ex.cpu_jobs << " CPU job(s) at once)" << std::endl;
+            << roster.size() << " accounts, ";
+  if (slurm) {
+    std::cout << "every job a Slurm job, at most " << a.slurm.max_jobs << " in Slurm at once";
+  } else {
+    std::cout << ex.gpus.size() << " GPU executor(s), " << ex.cpu_jobs << " CPU job(s) at once";
+  }
+  std::cout << ")" << std::endl;
   if (!a.port_file.empty()) {
     const fs::path tmp = a.port_file + ".tmp";
     std::ofstream(tmp) << port << "\n";
@@ -178,9 +199,47 @@ void add_serve_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--work", a->work, "folder for the jobs' files (default: DB.jobs)");
   cmd->add_option("--tokens-out", a->tokens_out,
                   "where tokens issued at startup go (default: DB.new-tokens.csv)");
+  cmd->add_option("--executor", a->executor,
+                  "where jobs run: local (this host: --gpus, --cpu-jobs) or slurm (one Slurm "
+                  "job each, submitted with sbatch; --work must be on a file system every node "
+                  "sees; docs/instructor.md)")
+      ->check(CLI::IsMember({"local", "slurm"}));
+  const auto local = [a](const std::string& name) {
+    return [a, name](const std::string&) { a->local_only.push_back(name); };
+  };
+  const auto on_slurm = [a](const std::string& name) {
+    return [a, name](const std::string&) { a->slurm_only.push_back(name); };
+  };
   cmd->add_option("--gpus", a->gpus, "GPU ids for GPU jobs, one job each, e.g. 0,1 (default: "
-                                     "none; GPU milestones are then refused)");
-  cmd->add_option("--cpu-jobs", a->cpu_jobs, "CPU jobs (m2) run at once (default 2)");
+                                     "none; GPU milestones are then refused)")
+      ->each(local("--gpus"));
+  cmd->add_option("--cpu-jobs", a->cpu_jobs, "CPU jobs (m2) run at once (default 2)")
+      ->each(local("--cpu-jobs"));
+  cmd->add_option("--partition", a->slurm.partition,
+                  "slurm: the partition of every job (default: the cluster's)")
+      ->each(on_slurm("--partition"));
+  cmd->add_option("--gpu-partition", a->slurm.gpu_partition,
+                  "slurm: the partition of GPU jobs (default: --partition)")
+      ->each(on_slurm("--gpu-partition"));
+  cmd->add_option("--account", a->slurm.account, "slurm: the account charged")
+      ->each(on_slurm("--account"));
+  cmd->add_option("--gres", a->slurm.gres,
+                  "slurm: what a GPU job asks for (default gpu:1); CPU jobs ask for none")
+      ->each(on_slurm("--gres"));
+  cmd->add_option("--sbatch-option", a->slurm.sbatch_options,
+                  "slurm: one more #SBATCH line for every job, e.g. --qos=course (repeatable)")
+      ->each(on_slurm("--sbatch-option"));
+  cmd->add_option("--slurm-max-jobs", a->slurm.max_jobs,
+                  "slurm: jobs handed to Slurm at once; the others wait in the service's queue "
+                  "(default 64)")
+      ->check(CLI::Range(1, 100000))
+      ->each(on_slurm("--slurm-max-jobs"));
+  cmd->add_option("--slurm-poll", a->slurm.poll_s,
+                  "slurm: seconds between two looks at Slurm's queue (default 5)")
+      ->check(CLI::Range(0.1, 3600.0))
+      ->each(on_slurm("--slurm-poll"));
+  // For the service's own tests: a program that stands in for `convlab grade`.
+  cmd->add_option("--grade-program", a->grade_program)->group("");
   cmd->add_option("--max-in-flight", a->max_in_flight,
                   "jobs a team may have queued or running (default 2)");
   cmd->add_option("--max-failed-logins", a->max_failed_logins,

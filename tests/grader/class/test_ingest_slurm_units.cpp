@@ -97,13 +97,21 @@ TEST_CASE("what Slurm prints is read right") {
   CHECK(parse_sbatch_job("4242;cluster-a\n") == "4242");
   CHECK(parse_sbatch_job("sbatch: error: Batch job submission failed\n").empty());
 
-  const auto q = parse_squeue("12 0 RUNNING\n12 3 PENDING\n13 N/A RUNNING\nnonsense\n");
-  REQUIRE(q.size() == 2);
+  const auto q = parse_squeue(
+      "12 0 RUNNING node7\n12 3 PENDING \n13 N/A RUNNING node2\n14 [1-3] PENDING\nnonsense\n");
+  REQUIRE(q.size() == 3);
   CHECK(q[0].job == "12");
   CHECK(q[0].task == 0);
   CHECK(q[0].state == "RUNNING");
+  CHECK(q[0].node == "node7");
   CHECK(q[1].task == 3);
   CHECK(q[1].state == "PENDING");
+  CHECK(q[1].node.empty());
+  // A job that is not an array (the service's jobs).
+  CHECK(q[2].job == "13");
+  CHECK(q[2].task == -1);
+  CHECK(slurm_task_id(q[2].job, q[2].task) == "13");
+  CHECK(slurm_task_id(q[0].job, q[0].task) == "12_0");
 
   const auto s = parse_scontrol(
       "JobId=12 ArrayJobId=12 ArrayTaskId=2-3%2 JobState=PENDING Reason=JobArrayTaskLimit "
@@ -117,6 +125,29 @@ TEST_CASE("what Slurm prints is read right") {
   CHECK(s[0].exit_code == "0:15");
   CHECK(s[1].task == 0);
   CHECK(s[1].state == "COMPLETED");
+  const auto plain = parse_scontrol(
+      "JobId=31 JobName=convlab-job-4 UserId=root(0) JobState=NODE_FAIL Reason=NodeDown "
+      "ExitCode=0:0 NodeList=gpu03\n");
+  REQUIRE(plain.size() == 1);
+  CHECK(plain[0].job == "31");
+  CHECK(plain[0].task == -1);
+  CHECK(plain[0].state == "NODE_FAIL");
+  CHECK(plain[0].node == "gpu03");
+
+  const auto acct = parse_sacct("40|CANCELLED by 0|0:15|gpu01\n41_2|COMPLETED|0:0|n1\n"
+                                "42|PENDING|0:0|None assigned\n40.batch|CANCELLED|0:15|gpu01\n");
+  REQUIRE(acct.size() == 3);
+  CHECK(acct[0].job == "40");
+  CHECK(acct[0].task == -1);
+  CHECK(acct[0].state == "CANCELLED");
+  CHECK(acct[0].exit_code == "0:15");
+  CHECK(acct[1].job == "41");
+  CHECK(acct[1].task == 2);
+  CHECK(acct[2].node.empty());
+  CHECK(is_between_states("COMPLETING"));
+  CHECK_FALSE(is_between_states("CANCELLED"));
+  CHECK(shell_quote("it's") == "'it'\\''s'");
+  CHECK(shell_quote("/plain/path-1") == "/plain/path-1");
 
   for (const char* lost : {"NODE_FAIL", "PREEMPTED", "CANCELLED", "BOOT_FAIL"}) {
     CHECK_MESSAGE(is_cluster_failure(lost), lost);

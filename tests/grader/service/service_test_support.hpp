@@ -106,6 +106,8 @@ class ServeProcess {
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   }
   int port() const { return port_; }
+  /// The server's process id (-1 once stopped).
+  pid_t pid() const { return pid_; }
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
   std::string log() const { return read_file(dir_ / "serve.log"); }
 

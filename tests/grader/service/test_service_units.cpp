@@ -1,13 +1,18 @@
 // The submission service's parts without a server: tokens and their digests, the limit on
-// failed logins, the roster, the allow-list of job requests, the grade's argument vector, and
-// the queue's order, output chunks and recovery after a restart.
+// failed logins, the roster, the allow-list of job requests, the grade's argument vector, the
+// queue's order, output chunks and recovery after a restart, a job's output sent on in lines,
+// and the Slurm executor's batch script.
 #include <doctest/doctest.h>
 
+#include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "grader/service/job_output.hpp"
 #include "grader/service/job_request.hpp"
 #include "grader/service/job_store.hpp"
+#include "grader/service/slurm_executor.hpp"
 #include "grader/service/roster.hpp"
 #include "grader/service/tokens.hpp"
 #include "reference/core/error.hpp"
@@ -191,6 +196,46 @@ TEST_CASE("a job runs as an argument vector: a team's words stay single argument
   const auto grade = grade_arguments(job, settings, "/w/sub", "/w/out");
   CHECK(std::find(grade.begin(), grade.end(), "--db") != grade.end());
   CHECK(std::find(grade.begin(), grade.end(), "--only") == grade.end());
+  // On Slurm the node writes no database: the service ingests the report.
+  settings.db.clear();
+  const auto on_node = grade_arguments(job, settings, "/w/sub", "/w/out");
+  CHECK(std::find(on_node.begin(), on_node.end(), "--db") == on_node.end());
+}
+
+TEST_CASE("a Slurm job's script: its resources, the grade quoted, the exit status recorded") {
+  JobInfo job;
+  job.id = 12;
+  job.team = "alpha";
+  job.command = "run";
+  job.milestone = "m3";
+  job.device = "gpu";
+  job.attempts = 2;
+  SlurmSettings slurm;
+  slurm.partition = "cpu";
+  slurm.gpu_partition = "gpu";
+  slurm.account = "ece408";
+  slurm.sbatch_options = {"--qos=course"};
+  const std::string script = slurm_job_script(
+      job, {"/opt/convlab", "grade", "/w/job-12-2/submission", "--only", "network/*/x/1"},
+      "/w/job-12-2", slurm, 3601);
+  CHECK(script.starts_with("#!/bin/bash\n"));
+  for (const char* line :
+       {"#SBATCH --job-name=convlab-job-12\n", "#SBATCH --no-requeue\n",
+        "#SBATCH --output=/w/job-12-2/output.log\n", "#SBATCH --time=61\n",
+        "#SBATCH --partition=gpu\n", "#SBATCH --account=ece408\n", "#SBATCH --gres=gpu:1\n",
+        "#SBATCH --qos=course\n",
+        "/opt/convlab grade /w/job-12-2/submission --only 'network/*/x/1'\n",
+        "if [ \"$status\" -lt 128 ]; then\n", "mv /w/job-12-2/exit-status.tmp /w/job-12-2/exit-status\n"}) {
+    CHECK_MESSAGE(script.find(line) != std::string::npos, line);
+  }
+  // A CPU job asks for no GPU, on the CPU partition.
+  job.device = "cpu";
+  const std::string cpu = slurm_job_script(job, {"/opt/convlab"}, "/w/job-12-2", slurm, 60);
+  CHECK(cpu.find("--gres") == std::string::npos);
+  CHECK(cpu.find("#SBATCH --partition=cpu\n") != std::string::npos);
+  CHECK(cpu.find("#SBATCH --time=1\n") != std::string::npos);
+  CHECK(error_of([&] { slurm_job_script(job, {"/opt/convlab"}, "/my jobs/job-1-1", slurm, 60); })
+            .find("holds a space") != std::string::npos);
 }
 
 TEST_CASE("the queue: oldest first, output in chunks, a restart queues a running job once") {
@@ -240,8 +285,60 @@ TEST_CASE("the queue: oldest first, output in chunks, a restart queues a running
   CHECK(store.get(first)->error == "interrupted by restarts");
   CHECK(store.in_flight("alpha") == 0);
 
+  // A lost run is queued again with its attempt counted; a job Slurm never took, without.
+  spec.team = "gamma";
+  const auto third = store.enqueue(spec);
+  REQUIRE(store.claim("cpu")->first.id == second);
+  REQUIRE(store.claim("cpu")->first.id == third);
+  store.requeue(third, "lost\n", true);
+  CHECK(store.get(third)->state == "queued");
+  CHECK(store.get(third)->attempts == 1);
+  CHECK(store.output(third, 0).text == "lost\n");
+  CHECK(store.claim("cpu")->first.attempts == 2);
+  store.requeue(third, "", false);
+  CHECK(store.get(third)->attempts == 1);
+  CHECK(store.output(third, 0).text == "lost\n");
+
   store.finish(second, "done", 0, "", std::string(R"({"checks": []})"));
   CHECK(store.report(second) == std::string(R"({"checks": []})"));
   CHECK(store.list("beta", 10).size() == 1);
-  CHECK(store.list("", 10).size() == 2);
+  CHECK(store.list("", 10).size() == 3);
+}
+
+TEST_CASE("a job's output goes on in whole lines, its folder shown as job/, capped") {
+  convlab::test::TempDir tmp;
+  JobStore store(tmp.path() / "results.sqlite");
+  JobSpec spec;
+  spec.team = "alpha";
+  spec.command = "check";
+  spec.milestone = "m2";
+  spec.device = "cpu";
+  spec.args_json = "{}";
+  const auto id = store.enqueue(spec);
+  const fs::path dir = tmp.path() / "job-1-1", log = dir / "output.log";
+  fs::create_directories(dir);
+  OutputForwarder output(store, id, log, dir);
+  output.forward(false);  // no file yet
+  CHECK_FALSE(output.started());
+  std::ofstream out(log, std::ios::binary);
+  out << "building " << dir.string() << "/submission\npart" << std::flush;
+  output.forward(false);
+  CHECK(output.started());
+  CHECK(store.output(id, 0).text == "building job/submission\n");
+  out << "ial line" << std::flush;
+  output.forward(true);
+  CHECK(store.output(id, 0).text == "building job/submission\npartial line");
+  out << std::string(kMaxOutputBytes, 'x') << "\n" << std::flush;
+  output.forward(false);
+  const std::string all = store.output(id, 0).text;
+  CHECK(all.size() < static_cast<std::size_t>(kMaxOutputBytes) + 100);
+  CHECK(all.ends_with("output capped at 8 MiB; the rest is not kept\n"));
+
+  JobInfo job;
+  job.command = "check";
+  CHECK(job_exit_code(job, 0, std::string(R"({"checks": [{"status": "failed"}]})")) == 1);
+  CHECK(job_exit_code(job, 0, std::string(R"({"checks": [{"status": "passed"}]})")) == 0);
+  CHECK(job_exit_code(job, 2, std::nullopt) == 2);
+  job.command = "grade";  // any score
+  CHECK(job_exit_code(job, 0, std::string(R"({"checks": [{"status": "failed"}]})")) == 0);
 }
