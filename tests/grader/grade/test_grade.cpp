@@ -46,6 +46,7 @@ TEST_CASE("m2: the staff solution gets full marks, every check, and a ranked tim
   // One timed run: the full grade runs 10000 images through the network four times already.
   GradeOptions o = s.options("m2");
   o.runs = 1;
+  o.check_jobs = 3;  // the untimed checks side by side, as on a large machine
   const GradeResult r = test::grade(o);
   INFO(test::describe(r));
   CHECK(r.grader_error.empty());
@@ -57,6 +58,20 @@ TEST_CASE("m2: the staff solution gets full marks, every check, and a ranked tim
     CHECK(c.status == CheckStatus::passed);
     CHECK(c.reason == "ok");
   }
+  // The report keeps the plan's order, whatever order the checks ran in.
+  std::vector<std::string> ids;
+  for (const CheckResult& c : r.checks) ids.push_back(c.id);
+  CHECK(ids == std::vector<std::string>{"files", "build", "symbols",
+                                        "network/cpu/ece408-high/10000",
+                                        "network/cpu/ece408-high/2000",
+                                        "network/cpu/ece408-high/1000",
+                                        "network/cpu/ece408-high/100",
+                                        "network/cpu/ece408-low/10000",
+                                        "network/cpu/ece408-low/2000",
+                                        "network/cpu/ece408-low/1000",
+                                        "network/cpu/ece408-low/100",
+                                        "network/cpu/two-conv/10000", "elementwise/cpu",
+                                        "time/cpu/ece408-high/10000"});
   const CheckResult& high = test::check_of(r, "network/cpu/ece408-high/10000");
   CHECK(high.correct == 8562);
   CHECK(high.expected_correct == 8562);
