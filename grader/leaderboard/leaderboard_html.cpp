@@ -491,6 +491,17 @@ void summary_cards(std::ostringstream& o, const Leaderboard& b) {
   o << "</div>\n";
 }
 
+// What a row is: a team's fastest run, or its submission that counts (the service's rule).
+std::string rows_are(const Leaderboard& b) {
+  const auto submitted = std::count_if(b.rows.begin(), b.rows.end(),
+                                       [](const LeaderboardRow& r) { return r.best.submitted; });
+  if (submitted == 0) return "Each team's fastest correct run";
+  const std::string counted =
+      "Each team's grade that counts (its last one submitted before its deadline)";
+  if (static_cast<std::size_t>(submitted) == b.rows.size()) return counted;
+  return counted + "; for a team graded outside the submission service, its fastest correct run";
+}
+
 // The ranked table.
 void ranking_table(std::ostringstream& o, const Leaderboard& b) {
   const std::string lib = library_name(b);
@@ -502,7 +513,7 @@ void ranking_table(std::ostringstream& o, const Leaderboard& b) {
   o << "<section class=\"table\" aria-labelledby=\"rank-h\">\n<h2 id=\"rank-h\">Ranking</h2>\n"
     << "<p class=\"note\">Points: " << esc(board::rule_sentence(b.rule))
     << ". \u03c3 is the number of standard deviations from the median (negative is faster)."
-    << "</p>\n<table>\n<caption>Each team's fastest correct run, fastest first.</caption>\n"
+    << "</p>\n<table>\n<caption>" << esc(rows_are(b)) << ", fastest first.</caption>\n"
     << "<thead><tr><th scope=\"col\" class=\"l\">Rank</th><th scope=\"col\" class=\"l\">Team</th>"
     << "<th scope=\"col\">Op Time<br>(ms)</th><th scope=\"col\">Median of runs<br>(ms)</th>"
     << "<th scope=\"col\">" << lib << "<br>(ms)</th><th scope=\"col\">Speedup<br>vs " << lib
@@ -594,7 +605,7 @@ std::string leaderboard_html(const Leaderboard& b) {
   ranking_table(o, b);
   distribution_section(o, b);
   variants_section(o, b);
-  o << "<footer>\n<p>Each row is the team's fastest correct grading run. Op Time is the "
+  o << "<footer>\n<p>" << esc(rows_are(b)) << ". Op Time is the "
     << "minimum over that run's timed runs (the original rule: re-run and keep the fastest); "
     << "\u201cmedian of runs\u201d is their median. cuDNN was timed in the same run on the same "
     << "GPU, so the speedup compares across GPUs.</p>\n<p>\u03c3 = (time \u2212 median) / "

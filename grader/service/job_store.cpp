@@ -18,7 +18,7 @@ namespace {
 constexpr const char* kNow = "strftime('%Y-%m-%dT%H:%M:%SZ', 'now')";
 constexpr const char* kColumns =
     "id, team, command, milestone, device, args_json, state, attempts, exit_code, error, "
-    "submitted_at, started_at, finished_at, report_json IS NOT NULL AS has_report";
+    "submitted_at, started_at, finished_at, report_json IS NOT NULL AS has_report, run_id";
 
 JobInfo read_job(const Statement& st) {
   JobInfo j;
@@ -36,6 +36,7 @@ JobInfo read_job(const Statement& st) {
   j.started_at = st.text("started_at");
   j.finished_at = st.text("finished_at");
   j.has_report = st.int64("has_report") != 0;
+  j.run_id = st.optional_int64("run_id");
   return j;
 }
 
@@ -211,7 +212,7 @@ std::optional<std::pair<JobInfo, std::map<std::string, std::string>>> JobStore::
                  st.bind(1, id);
                  st.step();
                  std::map<std::string, std::string> files;
-                 const auto j = nlohmann::json::parse(st.text(14), nullptr, false);
+                 const auto j = nlohmann::json::parse(st.text("files_json"), nullptr, false);
                  if (j.is_object()) {
                    for (const auto& [path, content] : j.items()) {
                      if (content.is_string()) files[path] = content.get<std::string>();
@@ -260,6 +261,15 @@ void JobStore::finish(std::int64_t id, const std::string& state, std::optional<i
                                                     : std::nullopt);
     st.bind(4, error).bind(5, report_json);
     st.run();
+    // The run a grade job recorded: the one its report names. A check or run job records none.
+    if (const auto rid = report_json ? grader::report_id(*report_json) : std::nullopt) {
+      Statement link = impl_->conn.prepare(
+          "UPDATE jobs SET run_id = (SELECT r.id FROM runs r WHERE r.report_id = ?2 "
+          "AND r.team = jobs.team AND r.milestone = jobs.milestone) "
+          "WHERE id = ?1 AND command = 'grade'");
+      link.bind(1, id).bind(2, *rid);
+      link.run();
+    }
     return 0;
   });
 }
@@ -293,6 +303,42 @@ int JobStore::recover_interrupted() {
     }
     return static_cast<int>(running.size());
   });
+}
+
+std::map<std::string, std::int64_t> JobStore::counted_jobs(const std::string& team) {
+  const std::lock_guard lock(mutex_);
+  Statement st = impl_->conn.prepare(
+      "SELECT milestone, max(id) FROM jobs WHERE team = ?1 AND command = 'grade' "
+      "AND run_id IS NOT NULL GROUP BY milestone");
+  st.bind(1, team);
+  std::map<std::string, std::int64_t> out;
+  while (st.step()) out[st.text(0)] = st.int64(1);
+  return out;
+}
+
+void JobStore::set_extension(const std::string& team, const std::string& milestone,
+                             const std::string& deadline, const std::string& granted_by) {
+  const std::lock_guard lock(mutex_);
+  write(impl_->conn, [&] {
+    Statement st = impl_->conn.prepare(
+        std::string("INSERT INTO service_extensions (team, milestone, deadline, granted_by) "
+                    "VALUES (?1, ?2, ?3, ?4) ON CONFLICT (team, milestone) DO UPDATE SET "
+                    "deadline = ?3, granted_by = ?4, granted_at = ") +
+        kNow);
+    st.bind(1, team).bind(2, milestone).bind(3, deadline).bind(4, granted_by);
+    st.run();
+    return 0;
+  });
+}
+
+std::map<std::string, std::string> JobStore::extensions(const std::string& team) {
+  const std::lock_guard lock(mutex_);
+  Statement st =
+      impl_->conn.prepare("SELECT milestone, deadline FROM service_extensions WHERE team = ?1");
+  st.bind(1, team);
+  std::map<std::string, std::string> out;
+  while (st.step()) out[st.text(0)] = st.text(1);
+  return out;
 }
 
 }  // namespace convlab::service

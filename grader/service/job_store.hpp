@@ -1,7 +1,8 @@
 /// @file
-/// @brief The service's tables in the results database (schema v4): team tokens, the job
-/// queue, and each job's output in chunks. One connection, shared by the web handlers and the
-/// executors under a lock: every call is a short statement or transaction.
+/// @brief The service's tables in the results database (schema v5): team tokens, the job
+/// queue, each job's output in chunks, and the staff's deadline extensions. One connection,
+/// shared by the web handlers and the executors under a lock: every call is a short statement
+/// or transaction.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +36,8 @@ struct JobInfo {
   std::string error;  ///< why it failed, when the service (not the job) failed it
   std::string submitted_at, started_at, finished_at;
   bool has_report = false;
+  /// A grade job: the run it recorded in the results database, once it finished.
+  std::optional<std::int64_t> run_id;
 };
 
 /// Output of a job from a byte offset on.
@@ -49,7 +52,7 @@ class JobStore {
   /// How many times a job is started before a restart that interrupts it fails it.
   static constexpr int kMaxAttempts = 2;
 
-  /// Opens (creating or migrating to schema v4) the results database `db`.
+  /// Opens (creating or migrating to schema v5) the results database `db`.
   explicit JobStore(const std::filesystem::path& db);
   ~JobStore();
 
@@ -84,12 +87,24 @@ class JobStore {
   void append_output(std::int64_t id, const std::string& text);
   /// A job's output from byte `from` on.
   OutputSlice output(std::int64_t id, std::int64_t from);
-  /// Ends a job: done (it ran; `exit_code` is its status) or failed (`error` says why).
+  /// Ends a job: done (it ran; `exit_code` is its status) or failed (`error` says why). A grade
+  /// job whose report the grade recorded is linked to that run: the team's last such job on a
+  /// milestone is its submission that counts (ResultsDb::best_per_team).
   void finish(std::int64_t id, const std::string& state, std::optional<int> exit_code,
               const std::string& error, const std::optional<std::string>& report_json);
   /// At startup: a job left running by a server that stopped is queued again, once; a job
   /// that has had kMaxAttempts fails. Each gets a line in its output. Returns how many.
   int recover_interrupted();
+
+  /// `team`'s submission that counts on each milestone: milestone -> the id of its last grade
+  /// job that recorded a run.
+  std::map<std::string, std::int64_t> counted_jobs(const std::string& team);
+  /// Gives `team` until `deadline` (UTC, ISO 8601) for `milestone`'s grade jobs, replacing an
+  /// earlier extension; `granted_by` names the staff member (or "admin" for the command line).
+  void set_extension(const std::string& team, const std::string& milestone,
+                     const std::string& deadline, const std::string& granted_by);
+  /// `team`'s extensions: milestone -> deadline (UTC, ISO 8601).
+  std::map<std::string, std::string> extensions(const std::string& team);
 
  private:
   struct Impl;

@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -9,6 +10,7 @@
 #include "grader/service/job_request.hpp"
 #include "grader/service/tokens.hpp"
 #include "reference/core/error.hpp"
+#include "reference/driver/milestone.hpp"
 
 namespace convlab::service {
 namespace fs = std::filesystem;
@@ -29,7 +31,9 @@ void fail(Response& res, int status, const std::string& message) {
   reply(res, status, {{"error", message}});
 }
 
-json job_json(const JobInfo& j, int position) {
+// A job as the API shows it; `counts`: it is its team's submission that counts on its
+// milestone (the last grade before the deadline that recorded a run).
+json job_json(const JobInfo& j, int position, bool counts) {
   json out = {{"id", j.id},
               {"team", j.team},
               {"command", j.command},
@@ -45,6 +49,7 @@ json job_json(const JobInfo& j, int position) {
               {"finished_at", j.finished_at},
               {"has_report", j.has_report}};
   if (j.state == "queued") out["position"] = position;
+  if (j.command == "grade") out["counts"] = counts;
   return out;
 }
 
@@ -107,6 +112,111 @@ struct Server::Impl {
     return team;
   }
 
+  // `team`'s deadline on `milestone`, its extension counted; nullopt: the milestone has none.
+  std::optional<TeamDeadline> deadline_of(const std::string& team, const std::string& milestone) {
+    std::optional<UnixTime> extension;
+    const auto extensions = store.extensions(team);
+    if (const auto it = extensions.find(milestone); it != extensions.end()) {
+      extension = parse_time(it->second);
+    }
+    return team_deadline(settings.deadlines, milestone, extension);
+  }
+
+  json shown(const JobInfo& j) {
+    const auto counted = store.counted_jobs(j.team);
+    const auto it = counted.find(j.milestone);
+    return job_json(j, store.position(j.id), it != counted.end() && it->second == j.id);
+  }
+
+  void refuse_late(Response& res, const std::string& team, const std::string& milestone,
+                   const TeamDeadline& deadline) {
+    std::string text = "the deadline of milestone " + milestone + " was " + utc_text(deadline.at) +
+                       (deadline.extended ? " (your team's extension)" : "") +
+                       "; grade jobs for it are closed (check and run still work). ";
+    const auto counted = store.counted_jobs(team);
+    if (const auto it = counted.find(milestone); it != counted.end()) {
+      text += "Your grade that counts is job " + std::to_string(it->second) +
+              ", your last one before the deadline. ";
+    } else {
+      text += "Your team has no grade of " + milestone + " recorded. ";
+    }
+    text += "If you need more time, ask your course staff for an extension.";
+    fail(res, 403, text);
+  }
+
+  // GET /api/v1/deadlines: every milestone with a deadline (or a grade that counts) for the
+  // caller, and where it stands.
+  void deadlines(const Request& req, Response& res) {
+    const auto team = authenticate(req, res);
+    if (!team) return;
+    const auto counted = store.counted_jobs(*team);
+    std::set<std::string> milestones;
+    for (const auto& [m, at] : settings.deadlines) milestones.insert(m);
+    for (const auto& [m, id] : counted) milestones.insert(m);
+    json list = json::array();
+    const UnixTime now = unix_now();
+    for (const std::string& m : milestones) {
+      json row = {{"milestone", m}};
+      if (const auto d = deadline_of(*team, m)) {
+        row["deadline"] = utc_text(d->at);
+        row["deadline_iso"] = iso_utc(d->at);
+        row["extended"] = d->extended;
+        row["passed"] = now > d->at;
+      } else {
+        row["deadline"] = nullptr;
+      }
+      const auto it = counted.find(m);
+      row["counted_job"] = it == counted.end() ? json(nullptr) : json(it->second);
+      list.push_back(row);
+    }
+    reply(res, 200, {{"team", *team}, {"now", utc_text(now)}, {"deadlines", list}});
+  }
+
+  // POST /api/v1/extensions (staff): {"team", "milestone", "until"}.
+  void extend(const Request& req, Response& res) {
+    const auto caller = authenticate(req, res);
+    if (!caller) return;
+    if (!staff.contains(*caller)) {
+      return fail(res, 403, "only course staff may extend a deadline: ask them");
+    }
+    const json body = json::parse(req.body, nullptr, false);
+    const auto field = [&](const char* key) {
+      return body.is_object() && body.contains(key) && body[key].is_string()
+                 ? body[key].get<std::string>()
+                 : std::string();
+    };
+    const std::string team = field("team"), milestone = field("milestone"), until = field("until");
+    if (team.empty() || milestone.empty() || until.empty()) {
+      return fail(res, 400,
+                  "give {\"team\": ..., \"milestone\": ..., \"until\": "
+                  "\"2026-03-08T23:59:00Z\"}");
+    }
+    if (!roster.contains(team)) return fail(res, 422, "'" + team + "' is not in the roster");
+    const auto graded = graded_milestone_ids(settings.root);
+    if (std::find(graded.begin(), graded.end(), milestone) == graded.end()) {
+      return fail(res, 422, "unknown milestone '" + milestone + "'");
+    }
+    UnixTime at = 0;
+    try {
+      at = parse_time(until);
+    } catch (const Error& e) {
+      return fail(res, 422, e.what());
+    }
+    store.set_extension(team, milestone, iso_utc(at), *caller);
+    std::cout << "convlab serve: " << *caller << " extended " << team << "'s deadline of "
+              << milestone << " to " << utc_text(at) << std::endl;
+    json out = {{"team", team}, {"milestone", milestone}, {"extension", utc_text(at)}};
+    if (const auto d = deadline_of(team, milestone)) {
+      out["deadline"] = utc_text(d->at);
+      out["extended"] = d->extended;
+      if (!d->extended) out["note"] = "the milestone's own deadline is later: it stays";
+    } else {
+      out["deadline"] = nullptr;
+      out["note"] = "milestone " + milestone + " has no deadline on this server";
+    }
+    reply(res, 200, out);
+  }
+
   // The job `id` if `team` may see it; else the response is set (404).
   std::optional<JobInfo> visible_job(const std::string& team, const std::string& id_text,
                                      Response& res) {
@@ -130,6 +240,13 @@ struct Server::Impl {
       spec = parse_job_request(req.body, *team, settings.root);
     } catch (const RequestError& e) {
       return fail(res, e.status(), e.what());
+    }
+    std::optional<TeamDeadline> deadline;
+    if (spec.command == "grade") {
+      deadline = deadline_of(*team, spec.milestone);
+      if (deadline && unix_now() > deadline->at) {
+        return refuse_late(res, *team, spec.milestone, *deadline);
+      }
     }
     if (spec.device == "gpu" && !settings.gpu_jobs) {
       return fail(res, 422, "this server runs no GPU jobs, and milestone " + spec.milestone +
@@ -166,9 +283,12 @@ struct Server::Impl {
     const auto id = store.enqueue_within(spec, settings.max_in_flight, &in_flight);
     if (!id) return over_limit(in_flight);
     executors.notify();
-    const auto job = store.get(*id);
-    json body = job_json(*job, store.position(*id));
+    json body = shown(*store.get(*id));
     body["limit_in_flight"] = settings.max_in_flight;
+    if (deadline) {
+      body["deadline"] = utc_text(deadline->at);
+      body["extended"] = deadline->extended;
+    }
     reply(res, 201, body);
   }
 
@@ -202,12 +322,16 @@ struct Server::Impl {
       res.set_content("ok\n", "text/plain");
     });
     http.Post("/api/v1/jobs", [this](const Request& req, Response& res) { submit(req, res); });
+    http.Get("/api/v1/deadlines",
+             [this](const Request& req, Response& res) { deadlines(req, res); });
+    http.Post("/api/v1/extensions",
+              [this](const Request& req, Response& res) { extend(req, res); });
     http.Get("/api/v1/jobs", [this](const Request& req, Response& res) {
       const auto team = authenticate(req, res);
       if (!team) return;
       json jobs = json::array();
       for (const JobInfo& j : store.list(staff.contains(*team) ? "" : *team, 100)) {
-        jobs.push_back(job_json(j, store.position(j.id)));
+        jobs.push_back(shown(j));
       }
       reply(res, 200, {{"team", *team}, {"jobs", jobs}, {"limit_in_flight", settings.max_in_flight}});
     });
@@ -215,7 +339,7 @@ struct Server::Impl {
       const auto team = authenticate(req, res);
       if (!team) return;
       if (const auto job = visible_job(*team, req.matches[1], res)) {
-        reply(res, 200, job_json(*job, store.position(job->id)));
+        reply(res, 200, shown(*job));
       }
     });
     http.Get(R"(/api/v1/jobs/(\d+)/output)", [this](const Request& req, Response& res) {

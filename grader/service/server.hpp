@@ -6,15 +6,19 @@
 ///   GET  /api/v1/jobs/ID/output?from=N   its output from byte N (text; X-Convlab-Next,
 ///                                   X-Convlab-State, X-Convlab-Exit headers)
 ///   GET  /api/v1/jobs/ID/report     its report.json
+///   GET  /api/v1/deadlines          the caller's deadlines and the grade that counts on each
+///   POST /api/v1/extensions         staff: {"team", "milestone", "until"} extends a deadline
 ///   GET  /api/v1/health             "ok", without a token
 /// Every other call needs "Authorization: Bearer TOKEN". Errors are {"error": "..."}; a job of
 /// another team is 404, as a job that does not exist.
 #pragma once
 
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
 
+#include "grader/service/deadlines.hpp"
 #include "grader/service/executor.hpp"
 #include "grader/service/job_store.hpp"
 #include "grader/service/roster.hpp"
@@ -29,6 +33,9 @@ struct ApiSettings {
   int max_in_flight = 2;        ///< queued + running jobs per team
   int max_failed_logins = 10;   ///< per client address and minute; then 429
   std::vector<Account> roster;
+  /// milestone -> the instant after which its grade jobs are refused (staff extend it per
+  /// team); a milestone without one takes grade jobs at any time.
+  std::map<std::string, UnixTime> deadlines;
 };
 
 /// The HTTP server. Not copyable.

@@ -258,6 +258,12 @@ int submit_job(const SubmitArgs& a, const std::string& command) {
   }
   std::cerr << " (your team may have " << job.value("limit_in_flight", 0)
             << " jobs queued or running at once)\n";
+  if (job.contains("deadline") && job["deadline"].is_string()) {
+    std::cerr << "your last grade of " << a.milestone << " submitted before "
+              << job["deadline"].get<std::string>()
+              << (job.value("extended", false) ? " (your extension)" : "")
+              << " is the one that counts\n";
+  }
   if (a.no_wait) {
     std::cout << id << "\n";
     return 0;
@@ -275,7 +281,23 @@ int status() {
     if (job.contains("position")) std::cout << " (position " << job["position"] << ")";
     if (job["exit_code"].is_number_integer()) std::cout << ", exit " << job["exit_code"];
     if (!job.value("error", "").empty()) std::cout << ", " << job["error"].get<std::string>();
+    if (job.value("counts", false)) std::cout << " (the grade that counts)";
     std::cout << "  " << job.value("submitted_at", "") << "\n";
+  }
+  const json d = api.get_json("/api/v1/deadlines");
+  for (const json& row : d.value("deadlines", json::array())) {
+    std::cout << "milestone " << row.value("milestone", "?") << ": ";
+    if (row["deadline"].is_string()) {
+      std::cout << "grades close " << row["deadline"].get<std::string>()
+                << (row.value("extended", false) ? " (extended for your team)" : "")
+                << (row.value("passed", false) ? ", passed" : "");
+    } else {
+      std::cout << "no deadline";
+    }
+    if (row["counted_job"].is_number_integer()) {
+      std::cout << "; the grade that counts: job " << row["counted_job"].get<std::int64_t>();
+    }
+    std::cout << "\n";
   }
   return 0;
 }
