@@ -165,6 +165,7 @@ int serve(const ServeArgs& a) {
 
   ApiSettings api;
   api.root = convlab_root();
+  api.db = db;
   api.staging = work / "staging";
   api.gpu_jobs = !ex.gpus.empty();
   api.max_in_flight = a.max_in_flight;

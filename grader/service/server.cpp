@@ -4,10 +4,14 @@
 
 #include <algorithm>
 #include <iostream>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "grader/db/results_db.hpp"
+#include "grader/leaderboard/leaderboard.hpp"
 #include "grader/service/job_request.hpp"
+#include "grader/service/pages.hpp"
 #include "grader/service/tokens.hpp"
 #include "reference/core/error.hpp"
 #include "reference/driver/milestone.hpp"
@@ -53,6 +57,34 @@ json job_json(const JobInfo& j, int position, bool counts) {
   return out;
 }
 
+// An HTML page. `private_page`: a team's own page, which no cache may keep.
+void page(Response& res, int status, const std::string& html, bool private_page) {
+  res.status = status;
+  // The header form of the pages' policy also forbids framing them (clickjacking).
+  res.set_header("Content-Security-Policy",
+                 "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'");
+  res.set_header("X-Content-Type-Options", "nosniff");
+  res.set_header("Referrer-Policy", "no-referrer");
+  if (private_page) res.set_header("Cache-Control", "no-store");
+  res.set_content(html, "text/html; charset=utf-8");
+}
+
+// The value of cookie `name` in the request, or "".
+std::string cookie(const Request& req, const std::string& name) {
+  const std::string header = req.get_header_value("Cookie");
+  std::size_t at = 0;
+  while (at < header.size()) {
+    const std::size_t end = std::min(header.find(';', at), header.size());
+    std::string part = header.substr(at, end - at);
+    part.erase(0, part.find_first_not_of(' '));
+    if (part.starts_with(name + "=")) return part.substr(name.size() + 1);
+    at = end + 1;
+  }
+  return "";
+}
+
+constexpr const char* kSessionCookie = "convlab_session";
+
 // What a team reads of its report: hidden models stay unnamed, their outputs unseen.
 std::string team_report(const std::string& report) {
   json j = json::parse(report, nullptr, false);
@@ -78,6 +110,9 @@ struct Server::Impl {
   std::set<std::string> roster;
   httplib::Server http;
   std::atomic<std::int64_t> staging_counter{0};
+  PageSessions sessions;
+  std::mutex results_mutex;  // one handle on the results database, for the leaderboard pages
+  std::unique_ptr<grader::ResultsDb> results;
 
   Impl(JobStore& s, Executors& e, ApiSettings a)
       : store(s), executors(e), settings(std::move(a)), limiter(settings.max_failed_logins) {
@@ -85,6 +120,169 @@ struct Server::Impl {
       roster.insert(acc.name);
       if (acc.staff) staff.insert(acc.name);
     }
+    if (!settings.db.empty()) results = std::make_unique<grader::ResultsDb>(settings.db);
+  }
+
+  // The anonymised board of `milestone`; `labels` (when given) gets team -> its label there.
+  grader::Leaderboard board(const std::string& milestone,
+                            std::map<std::string, std::string>* labels = nullptr) {
+    const grader::RankingRule rule = grader::load_ranking_rule(settings.root, milestone);
+    const std::lock_guard lock(results_mutex);
+    const auto teams = results->best_per_team(milestone);
+    grader::Leaderboard shown =
+        grader::rank_teams(milestone, teams, rule, results->anonymize_key());
+    if (labels != nullptr) {
+      // Both boards sort by time, then by real name: their rows line up.
+      const grader::Leaderboard named = grader::rank_teams(milestone, teams, rule);
+      for (std::size_t i = 0; i < named.rows.size(); ++i) {
+        (*labels)[named.rows[i].team] = shown.rows[i].team;
+      }
+    }
+    return shown;
+  }
+
+  bool graded_milestone(const std::string& milestone) {
+    const auto graded = graded_milestone_ids(settings.root);
+    return std::find(graded.begin(), graded.end(), milestone) != graded.end();
+  }
+
+  // The account looking at a page: its session cookie, or a token in the header. Else the
+  // response is set: a page that says how to get in.
+  std::optional<std::string> page_account(const Request& req, Response& res) {
+    if (req.has_header("Authorization")) return authenticate(req, res);
+    if (const auto owner = sessions.owner(cookie(req, kSessionCookie))) {
+      // A token issued anew, or an account taken off the roster, ends the session.
+      if (store.team_of_digest(owner->digest) == owner->account &&
+          roster.contains(owner->account)) {
+        return owner->account;
+      }
+    }
+    page(res, 401,
+         message_page_html("Sign in to see your team's page",
+                           "Run `convlab submit history` in your checkout and open the link it "
+                           "prints; it works once, within 5 minutes."),
+         true);
+    return std::nullopt;
+  }
+
+  // GET /team: the account's history.
+  void team_page(const Request& req, Response& res) {
+    const auto account = page_account(req, res);
+    if (!account) return;
+    TeamPage p;
+    p.account = *account;
+    p.staff = staff.contains(*account);
+    p.jobs = store.list(p.staff ? "" : *account, 200);
+    if (!p.staff) {
+      p.counted = store.counted_jobs(*account);
+      std::set<std::string> milestones;
+      for (const auto& [m, at] : settings.deadlines) milestones.insert(m);
+      for (const auto& [m, id] : p.counted) milestones.insert(m);
+      const UnixTime now = unix_now();
+      for (const std::string& m : milestones) {
+        DeadlineRow row;
+        row.milestone = m;
+        if (const auto d = deadline_of(*account, m)) {
+          row.deadline = utc_text(d->at);
+          row.extended = d->extended;
+          row.passed = now > d->at;
+        }
+        if (const auto it = p.counted.find(m); it != p.counted.end()) row.counted_job = it->second;
+        if (results) {
+          std::map<std::string, std::string> labels;
+          board(m, &labels);
+          if (const auto it = labels.find(*account); it != labels.end()) {
+            p.labels[m] = it->second;
+          }
+        }
+        p.deadlines.push_back(row);
+      }
+    }
+    page(res, 200, team_page_html(p), true);
+  }
+
+  // GET /team/jobs/ID: one job of the account's.
+  void job_page(const Request& req, Response& res) {
+    const auto account = page_account(req, res);
+    if (!account) return;
+    std::optional<JobInfo> job;
+    try {
+      job = store.get(std::stoll(req.matches[1]));
+    } catch (const std::out_of_range&) {
+    }
+    const bool is_staff = staff.contains(*account);
+    if (!job || (job->team != *account && !is_staff)) {
+      return page(
+          res, 404,
+          message_page_html("No such job", "Job " + req.matches[1].str() + " is not one of team " +
+                                               *account + "'s jobs."),
+          true);
+    }
+    const auto counted = store.counted_jobs(job->team);
+    const auto it = counted.find(job->milestone);
+    const auto report = store.report(job->id);
+    page(res, 200,
+         job_page_html(*job, it != counted.end() && it->second == job->id,
+                       store.output(job->id, 0).text,
+                       report && !is_staff ? std::optional(team_report(*report)) : report),
+         true);
+  }
+
+  // GET /leaderboard/M: the live, anonymised leaderboard (?format=text: as text).
+  void leaderboard_page(const Request& req, Response& res) {
+    const std::string milestone = req.matches[1];
+    const bool text = req.get_param_value("format") == "text";
+    if (!graded_milestone(milestone)) {
+      if (text) return fail(res, 404, "milestone " + milestone + " has no leaderboard");
+      return page(res, 404,
+                  message_page_html("No such leaderboard",
+                                    "Milestone " + milestone + " has no leaderboard."),
+                  false);
+    }
+    if (!results) return fail(res, 503, "this server has no results database");
+    const grader::Leaderboard b = board(milestone);
+    if (text) {
+      res.set_content(grader::leaderboard_text(b), "text/plain; charset=utf-8");
+      return;
+    }
+    page(res, 200, grader::leaderboard_html(b, 60), false);
+  }
+
+  // POST /api/v1/page-link: a one-time link to the caller's pages.
+  void page_link(const Request& req, Response& res) {
+    const auto account = authenticate(req, res);
+    if (!account) return;
+    const std::string header = req.get_header_value("Authorization");
+    const std::string key =
+        sessions.new_link({*account, token_digest(header.substr(std::string("Bearer ").size()))});
+    reply(res, 200,
+          {{"url", "/login/" + key},
+           {"expires_in_s", PageSessions::kLinkLife.count()},
+           {"team", *account}});
+  }
+
+  // GET /login/KEY: spends a link; the session goes into a cookie only this site reads.
+  void login_page(const Request& req, Response& res) {
+    const auto session = sessions.redeem(req.matches[1]);
+    if (!session) {
+      return page(res, 401,
+                  message_page_html("This link no longer works",
+                                    "A link works once, within 5 minutes: run `convlab submit "
+                                    "history` again for a new one."),
+                  true);
+    }
+    std::string value = std::string(kSessionCookie) + "=" + *session +
+                        "; Path=/; HttpOnly; SameSite=Strict; Max-Age=" +
+                        std::to_string(PageSessions::kSessionLife.count());
+    // Behind the TLS proxy the browser must never send it in clear text.
+    if (req.get_header_value("X-Forwarded-Proto") == "https") value += "; Secure";
+    res.set_header("Set-Cookie", value);
+    res.set_header("Cache-Control", "no-store");
+    // ?job=ID opens that job's page; nothing else is followed (no open redirect).
+    const std::string job = req.get_param_value("job");
+    const bool to_job =
+        !job.empty() && job.size() < 19 && job.find_first_not_of("0123456789") == std::string::npos;
+    res.set_redirect(to_job ? "/team/jobs/" + job : "/team", 303);
   }
 
   // The caller's account, or nullopt with the response already set (401, 429).
@@ -322,6 +520,20 @@ struct Server::Impl {
       res.set_content("ok\n", "text/plain");
     });
     http.Post("/api/v1/jobs", [this](const Request& req, Response& res) { submit(req, res); });
+    http.Post("/api/v1/page-link",
+              [this](const Request& req, Response& res) { page_link(req, res); });
+    const auto index = [this](const Request&, Response& res) {
+      page(res, 200, index_page_html(graded_milestone_ids(settings.root)), false);
+    };
+    http.Get("/", index);
+    http.Get("/leaderboard", index);
+    http.Get(R"(/leaderboard/([A-Za-z0-9_.-]+))",
+             [this](const Request& req, Response& res) { leaderboard_page(req, res); });
+    http.Get(R"(/login/([0-9a-f]+))",
+             [this](const Request& req, Response& res) { login_page(req, res); });
+    http.Get("/team", [this](const Request& req, Response& res) { team_page(req, res); });
+    http.Get(R"(/team/jobs/(\d+))",
+             [this](const Request& req, Response& res) { job_page(req, res); });
     http.Get("/api/v1/deadlines",
              [this](const Request& req, Response& res) { deadlines(req, res); });
     http.Post("/api/v1/extensions",

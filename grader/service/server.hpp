@@ -8,9 +8,16 @@
 ///   GET  /api/v1/jobs/ID/report     its report.json
 ///   GET  /api/v1/deadlines          the caller's deadlines and the grade that counts on each
 ///   POST /api/v1/extensions         staff: {"team", "milestone", "until"} extends a deadline
+///   POST /api/v1/page-link          a one-time link ("/login/KEY") that opens the team's pages
 ///   GET  /api/v1/health             "ok", without a token
-/// Every other call needs "Authorization: Bearer TOKEN". Errors are {"error": "..."}; a job of
-/// another team is 404, as a job that does not exist.
+/// Every other API call needs "Authorization: Bearer TOKEN". Errors are {"error": "..."}; a job
+/// of another team is 404, as a job that does not exist. The pages (HTML, pages.hpp):
+///   GET  /                          links to each milestone's leaderboard
+///   GET  /leaderboard/M             the anonymised leaderboard, live (?format=text: as text)
+///   GET  /login/KEY[?job=ID]        spends a page link: a session cookie, then /team (or
+///                                   the job's page)
+///   GET  /team                      the team's history: deadlines and jobs (session or token)
+///   GET  /team/jobs/ID              one job of the team: its report and output
 #pragma once
 
 #include <filesystem>
@@ -28,6 +35,7 @@ namespace convlab::service {
 /// How the API behaves.
 struct ApiSettings {
   std::filesystem::path root;   ///< the framework tree (milestone data, file rules)
+  std::filesystem::path db;     ///< the results database (the leaderboard pages read it)
   std::filesystem::path staging;  ///< where uploads are checked before they are queued
   bool gpu_jobs = false;        ///< some executor runs GPU jobs; else they are refused
   int max_in_flight = 2;        ///< queued + running jobs per team

@@ -302,6 +302,32 @@ int status() {
   return 0;
 }
 
+// A link that opens the team's pages (`job` > 0: that job's) in a browser; the token stays out
+// of the URL.
+int history(std::int64_t job) {
+  const Config config = load_config();
+  Api api(config);
+  const auto res = api.call("POST", "/api/v1/page-link");
+  const json j = json::parse(res->body, nullptr, false);
+  if (!j.is_object() || !j.contains("url") || !j["url"].is_string()) {
+    throw Error("the server sent no link: is it a convlab submission service?");
+  }
+  std::cout << "Your team's jobs, reports and deadlines, in your browser (the link works once, "
+               "within "
+            << j.value("expires_in_s", 0) / 60 << " minutes):\n  " << config.server
+            << j["url"].get<std::string>() << (job > 0 ? "?job=" + std::to_string(job) : "")
+            << "\n";
+  return 0;
+}
+
+int ranking(const std::string& milestone) {
+  const Config config = load_config();
+  Api api(config);
+  std::cout << api.call("GET", "/leaderboard/" + milestone + "?format=text")->body
+            << "The page: " << config.server << "/leaderboard/" << milestone << "\n";
+  return 0;
+}
+
 }  // namespace
 
 void add_submit_command(CLI::App& app, int& exit_code) {
@@ -340,6 +366,18 @@ void add_submit_command(CLI::App& app, int& exit_code) {
 
   CLI::App* status_cmd = cmd->add_subcommand("status", "Your team's jobs, newest first");
   status_cmd->callback([&exit_code] { exit_code = status(); });
+
+  CLI::App* history_cmd = cmd->add_subcommand(
+      "history", "A link that opens your team's jobs, reports and deadlines in a browser");
+  history_cmd->add_option("id", a->job, "open this job's page (default: the list of jobs)");
+  history_cmd->callback([a, &exit_code] { exit_code = history(a->job); });
+
+  CLI::App* ranking_cmd =
+      cmd->add_subcommand("ranking", "The class's leaderboard (anonymised) for a milestone");
+  ranking_cmd->add_option("milestone", a->milestone, "m2, m3 or final (default: final)")
+      ->check(CLI::IsMember(graded_milestone_ids()));
+  ranking_cmd->callback(
+      [a, &exit_code] { exit_code = ranking(a->milestone.empty() ? "final" : a->milestone); });
 
   CLI::App* output_cmd = cmd->add_subcommand("output", "Follow a job's output to its end");
   output_cmd->add_option("id", a->job, "the job's number")->required();

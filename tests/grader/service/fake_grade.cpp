@@ -6,6 +6,7 @@
 //   fake: lines=20 interval_ms=100   print that many lines, each with the time it was written
 //   fake: sleep_s=60                 print its process id, then sleep (to be cancelled)
 //   fake: delay_ms=500               wait before writing the report
+//   fake: say=WORD                   print WORD (a secret the isolation tests look for)
 // It prints like a grade, writes report.json and, for a whole grade with --db, records the run.
 #include <unistd.h>
 
@@ -76,6 +77,7 @@ int main(int argc, char** argv) {
 
   std::printf("grading %s, milestone %s (stand-in grader)\n", opt["--team"].c_str(),
               opt["--milestone"].c_str());
+  if (what.contains("say")) std::printf("%s\n", what.at("say").c_str());
   std::fflush(stdout);
   const int lines = static_cast<int>(number("lines", 0));
   const auto interval = std::chrono::milliseconds(static_cast<int>(number("interval_ms", 100)));
