@@ -26,6 +26,9 @@ namespace {
 
 // Output kept per job: a grade caps each check's output far below this.
 constexpr std::int64_t kMaxOutputBytes = 8 << 20;
+// How often a running job's log is read: a line reaches a streaming client this long after it
+// was written, at worst.
+constexpr auto kLogPoll = 50ms;
 
 // A child started with posix_spawn: safe in a threaded server, where fork followed by anything
 // but exec is not. Its own process group, so a kill reaches all it started; stdin from
@@ -239,7 +242,7 @@ void Executors::run_job(const JobInfo& job, const std::map<std::string, std::str
       break;
     }
     forward(false);
-    std::this_thread::sleep_for(250ms);
+    std::this_thread::sleep_for(kLogPoll);
   }
   forward(true);
 

@@ -51,6 +51,17 @@ auto write(Connection& conn, Body&& body) {
   });
 }
 
+// Runs `f` when it goes out of scope (after the transaction, whatever its outcome).
+template <typename F>
+struct Finally {
+  F f;
+  ~Finally() { f(); }
+};
+template <typename F>
+Finally<F> finally(F f) {
+  return {std::move(f)};
+}
+
 std::int64_t output_end(Connection& conn, std::int64_t id) {
   Statement st = conn.prepare(
       "SELECT coalesce(max(start + length(CAST(chunk AS BLOB))), 0) FROM job_output "
@@ -123,6 +134,7 @@ std::optional<std::int64_t> JobStore::enqueue_within(const JobSpec& job, int lim
   for (const auto& [path, content] : job.files) files[path] = content;
   const std::string files_json = files.dump();
   const std::lock_guard lock(mutex_);
+  const auto changed_on_return = finally([this] { changed(); });
   return write(impl_->conn, [&]() -> std::optional<std::int64_t> {
     {
       Statement count = impl_->conn.prepare(
@@ -188,6 +200,7 @@ std::optional<std::string> JobStore::report(std::int64_t id) {
 std::optional<std::pair<JobInfo, std::map<std::string, std::string>>> JobStore::claim(
     const std::string& device) {
   const std::lock_guard lock(mutex_);
+  const auto changed_on_return = finally([this] { changed(); });
   return write(impl_->conn,
                [&]() -> std::optional<std::pair<JobInfo, std::map<std::string, std::string>>> {
                  std::int64_t id = 0;
@@ -224,11 +237,14 @@ std::optional<std::pair<JobInfo, std::map<std::string, std::string>>> JobStore::
 
 void JobStore::append_output(std::int64_t id, const std::string& text) {
   if (text.empty()) return;
-  const std::lock_guard lock(mutex_);
-  write(impl_->conn, [&] {
-    append_locked(impl_->conn, id, text);
-    return 0;
-  });
+  {
+    const std::lock_guard lock(mutex_);
+    write(impl_->conn, [&] {
+      append_locked(impl_->conn, id, text);
+      return 0;
+    });
+  }
+  changed();
 }
 
 OutputSlice JobStore::output(std::int64_t id, std::int64_t from) {
@@ -252,6 +268,7 @@ OutputSlice JobStore::output(std::int64_t id, std::int64_t from) {
 void JobStore::finish(std::int64_t id, const std::string& state, std::optional<int> exit_code,
                       const std::string& error, const std::optional<std::string>& report_json) {
   const std::lock_guard lock(mutex_);
+  const auto changed_on_return = finally([this] { changed(); });
   write(impl_->conn, [&] {
     Statement st = impl_->conn.prepare(
         std::string("UPDATE jobs SET state = ?2, exit_code = ?3, error = ?4, report_json = ?5, "
@@ -276,6 +293,7 @@ void JobStore::finish(std::int64_t id, const std::string& state, std::optional<i
 
 int JobStore::recover_interrupted() {
   const std::lock_guard lock(mutex_);
+  const auto changed_on_return = finally([this] { changed(); });
   return write(impl_->conn, [&] {
     std::vector<std::pair<std::int64_t, int>> running;
     {
@@ -339,6 +357,25 @@ std::map<std::string, std::string> JobStore::extensions(const std::string& team)
   std::map<std::string, std::string> out;
   while (st.step()) out[st.text(0)] = st.text(1);
   return out;
+}
+
+void JobStore::changed() {
+  {
+    const std::lock_guard lock(change_mutex_);
+    ++generation_;
+  }
+  change_.notify_all();
+}
+
+std::uint64_t JobStore::generation() {
+  const std::lock_guard lock(change_mutex_);
+  return generation_;
+}
+
+std::uint64_t JobStore::wait_for_change(std::uint64_t seen, std::chrono::milliseconds timeout) {
+  std::unique_lock lock(change_mutex_);
+  change_.wait_for(lock, timeout, [&] { return generation_ != seen; });
+  return generation_;
 }
 
 }  // namespace convlab::service

@@ -5,6 +5,8 @@
 /// or transaction.
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -106,10 +108,20 @@ class JobStore {
   /// `team`'s extensions: milestone -> deadline (UTC, ISO 8601).
   std::map<std::string, std::string> extensions(const std::string& team);
 
+  /// A count of the changes to jobs made through this object (queued, taken, output, ended):
+  /// what a stream waits on.
+  std::uint64_t generation();
+  /// Waits until generation() is no longer `seen`, or `timeout` passes; returns generation().
+  std::uint64_t wait_for_change(std::uint64_t seen, std::chrono::milliseconds timeout);
+
  private:
+  void changed();
   struct Impl;
   std::unique_ptr<Impl> impl_;
   std::mutex mutex_;
+  std::mutex change_mutex_;
+  std::condition_variable change_;
+  std::uint64_t generation_ = 0;
 };
 
 }  // namespace convlab::service

@@ -3,6 +3,8 @@
 #include <httplib.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <iostream>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -85,6 +87,24 @@ std::string cookie(const Request& req, const std::string& name) {
 
 constexpr const char* kSessionCookie = "convlab_session";
 
+// Each request holds one of these threads, a stream for as long as its job runs.
+constexpr int kHttpThreads = 128;
+// Streams open at once: per account, and in all (the rest of the threads answer the API).
+constexpr int kStreamsPerAccount = 8;
+constexpr int kStreams = kHttpThreads - 16;
+// A stream silent this long sends a keepalive line, so that a proxy keeps it open.
+constexpr auto kKeepalive = std::chrono::seconds(15);
+// The most output one stream event carries.
+constexpr std::size_t kEventBytes = 256u << 10;
+
+// The first `max` bytes of `text`, or fewer so that no UTF-8 character is cut.
+std::size_t utf8_prefix(const std::string& text, std::size_t max) {
+  if (text.size() <= max) return text.size();
+  std::size_t n = max;
+  while (n > 0 && (static_cast<unsigned char>(text[n]) & 0xC0) == 0x80) --n;
+  return n == 0 ? max : n;
+}
+
 // What a team reads of its report: hidden models stay unnamed, their outputs unseen.
 std::string team_report(const std::string& report) {
   json j = json::parse(report, nullptr, false);
@@ -111,6 +131,10 @@ struct Server::Impl {
   httplib::Server http;
   std::atomic<std::int64_t> staging_counter{0};
   PageSessions sessions;
+  std::mutex streams_mutex;
+  std::map<std::string, int> streams;  // open streams per account
+  int streams_total = 0;
+  std::atomic<bool> stopping{false};  // open streams end within a second
   std::mutex results_mutex;  // one handle on the results database, for the leaderboard pages
   std::unique_ptr<grader::ResultsDb> results;
 
@@ -246,6 +270,105 @@ struct Server::Impl {
       return;
     }
     page(res, 200, grader::leaderboard_html(b, 60), false);
+  }
+
+  // Counts a stream of `account` open; false when a limit is reached.
+  bool open_stream(const std::string& account) {
+    const std::lock_guard lock(streams_mutex);
+    if (streams_total >= kStreams || streams[account] >= kStreamsPerAccount) return false;
+    ++streams_total;
+    ++streams[account];
+    return true;
+  }
+  void close_stream(const std::string& account) {
+    const std::lock_guard lock(streams_mutex);
+    --streams_total;
+    if (--streams[account] == 0) streams.erase(account);
+  }
+
+  // GET /api/v1/jobs/ID/stream?from=N: the job's output from byte N, sent as it grows, one
+  // JSON object per line (application/x-ndjson):
+  //   {"state": "queued", "position": 3}  on every change of state or place in the queue
+  //   {"output": "...", "next": N}        output; N is the offset to resume from
+  //   {"keepalive": true}                 after 15 s of silence
+  //   {"end": true, "state": "done", "exit_code": 0, "error": ""}   last, then the stream ends
+  void stream(const Request& req, Response& res) {
+    const auto team = authenticate(req, res);
+    if (!team) return;
+    const auto job = visible_job(*team, req.matches[1], res);
+    if (!job) return;
+    std::int64_t from = 0;
+    if (req.has_param("from")) {
+      try {
+        from = std::stoll(req.get_param_value("from"));
+      } catch (const std::exception&) {
+        return fail(res, 400, "from must be a byte offset");
+      }
+    }
+    if (!open_stream(*team)) {
+      res.set_header("Retry-After", "5");
+      return fail(res, 503,
+                  "too many output streams open (" + std::to_string(kStreamsPerAccount) +
+                      " per team): close a `convlab submit output` you no longer need");
+    }
+    struct Follow {
+      std::int64_t next;
+      std::string state;
+      int position = -1;
+      std::chrono::steady_clock::time_point last_sent = std::chrono::steady_clock::now();
+    };
+    auto f = std::make_shared<Follow>(Follow{std::max<std::int64_t>(from, 0), "", -1});
+    const std::int64_t id = job->id;
+    res.set_header("Cache-Control", "no-store");
+    res.set_header("X-Accel-Buffering", "no");  // nginx: pass each chunk on at once
+    res.set_chunked_content_provider(
+        "application/x-ndjson",
+        [this, id, f](std::size_t, httplib::DataSink& sink) {
+          const auto send = [&](const json& event) {
+            const std::string line = dump(event) + "\n";
+            f->last_sent = std::chrono::steady_clock::now();
+            return sink.write(line.data(), line.size());
+          };
+          for (;;) {
+            const std::uint64_t seen = store.generation();
+            // The state before the output: a job seen finished has all its output here.
+            const auto now = store.get(id);
+            if (!now) return false;
+            bool sent = false;
+            const int position = now->state == "queued" ? store.position(id) : 0;
+            if (now->state != f->state || position != f->position) {
+              f->state = now->state;
+              f->position = position;
+              json event = {{"state", now->state}};
+              if (now->state == "queued") event["position"] = position;
+              if (!send(event)) return false;
+              sent = true;
+            }
+            OutputSlice slice = store.output(id, f->next);
+            if (!slice.text.empty()) {
+              const std::size_t n = utf8_prefix(slice.text, kEventBytes);
+              f->next += static_cast<std::int64_t>(n);
+              if (!send({{"output", slice.text.substr(0, n)}, {"next", f->next}})) return false;
+              if (n < slice.text.size()) return true;  // the rest in the next call
+              sent = true;
+            } else if (now->state == "done" || now->state == "failed") {
+              const bool ok =
+                  send({{"end", true},
+                        {"state", now->state},
+                        {"exit_code", now->exit_code ? json(*now->exit_code) : json(nullptr)},
+                        {"error", now->error}});
+              sink.done();
+              return ok;
+            }
+            if (sent) return true;
+            if (std::chrono::steady_clock::now() - f->last_sent >= kKeepalive) {
+              return send({{"keepalive", true}});
+            }
+            store.wait_for_change(seen, std::chrono::milliseconds(1000));
+            if (stopping || !sink.is_writable()) return false;
+          }
+        },
+        [this, account = *team](bool) { close_stream(account); });
   }
 
   // POST /api/v1/page-link: a one-time link to the caller's pages.
@@ -491,6 +614,7 @@ struct Server::Impl {
   }
 
   void routes() {
+    http.new_task_queue = [] { return new httplib::ThreadPool(kHttpThreads); };
     http.set_payload_max_length(kMaxBodyBytes);
     http.set_error_handler(httplib::Server::HandlerWithResponse([](const Request&,
                                                                    Response& res) {
@@ -578,6 +702,8 @@ struct Server::Impl {
       }
       res.set_content(slice.text, "text/plain; charset=utf-8");
     });
+    http.Get(R"(/api/v1/jobs/(\d+)/stream)",
+             [this](const Request& req, Response& res) { stream(req, res); });
     http.Get(R"(/api/v1/jobs/(\d+)/report)", [this](const Request& req, Response& res) {
       const auto team = authenticate(req, res);
       if (!team) return;
@@ -613,6 +739,9 @@ int Server::bind(const std::string& host, int port) {
 
 void Server::listen() { impl_->http.listen_after_bind(); }
 
-void Server::stop() { impl_->http.stop(); }
+void Server::stop() {
+  impl_->stopping = true;
+  impl_->http.stop();
+}
 
 }  // namespace convlab::service

@@ -5,6 +5,9 @@
 ///   GET  /api/v1/jobs/ID            one job
 ///   GET  /api/v1/jobs/ID/output?from=N   its output from byte N (text; X-Convlab-Next,
 ///                                   X-Convlab-State, X-Convlab-Exit headers)
+///   GET  /api/v1/jobs/ID/stream?from=N   the same, sent as it grows until the job ends: one
+///                                   JSON event a line (state and queue place, output with
+///                                   the offset to resume from, keepalives, the end)
 ///   GET  /api/v1/jobs/ID/report     its report.json
 ///   GET  /api/v1/deadlines          the caller's deadlines and the grade that counts on each
 ///   POST /api/v1/extensions         staff: {"team", "milestone", "until"} extends a deadline

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -32,6 +33,12 @@ struct SubmitArgs {
 
 // The server could not be reached (as opposed to an answer that refuses).
 class Unreachable : public Error {
+ public:
+  using Error::Error;
+};
+
+// The server is too busy for what was asked (503): another way may still work.
+class Busy : public Error {
  public:
   using Error::Error;
 };
@@ -94,15 +101,46 @@ class Api {
                   httplib::to_string(res.error()) +
                   "; check the address (convlab submit login) and your network");
     }
-    if (res->status >= 400) {
-      const json j = json::parse(res->body, nullptr, false);
-      const std::string message = j.is_object() && j.contains("error") && j["error"].is_string()
-                                      ? j["error"].get<std::string>()
-                                      : res->body;
-      throw Error("the server refused (HTTP " + std::to_string(res->status) + "): " + message);
-    }
+    if (res->status >= 400) refused(res->status, res->body);
     return res;
   }
+
+  // GETs `path` and hands the body of a 200 reply to `receive` as it arrives; `receive`
+  // returns false to stop. An HTTP error is an Error with the server's message (Busy for
+  // 503). Returns false when the connection failed or broke before the reply's end.
+  bool stream(const std::string& path,
+              const std::function<bool(const char*, std::size_t)>& receive) {
+    const httplib::Headers headers{{"Authorization", "Bearer " + config_.token}};
+    int status = 0;
+    std::string error_body;
+    const httplib::Result res = http_.Get(
+        path, headers,
+        [&](const httplib::Response& r) {
+          status = r.status;
+          return true;
+        },
+        [&](const char* data, std::size_t n) {
+          if (status != 200) {
+            error_body.append(data, n);
+            return true;
+          }
+          return receive(data, n);
+        });
+    if (status >= 400) refused(status, error_body);
+    return static_cast<bool>(res);
+  }
+
+  [[noreturn]] static void refused(int status, const std::string& body) {
+    const json j = json::parse(body, nullptr, false);
+    const std::string message = j.is_object() && j.contains("error") && j["error"].is_string()
+                                    ? j["error"].get<std::string>()
+                                    : body;
+    const std::string text = "the server refused (HTTP " + std::to_string(status) + "): " + message;
+    if (status == 503) throw Busy(text);
+    throw Error(text);
+  }
+
+  const std::string& server() const { return config_.server; }
 
   json get_json(const std::string& path) {
     const auto res = call("GET", path);
@@ -179,10 +217,10 @@ json collect_files(const fs::path& root, const std::string& milestone) {
   return files;
 }
 
-// Prints a job's output as it grows; returns its exit status.
-int follow(Api& api, std::int64_t id) {
+// Prints a job's output from byte `from` on, asking for it again and again; returns its exit
+// status. For a server that streams no more (too many streams open).
+int follow_by_polling(Api& api, std::int64_t id, std::int64_t from) {
   const std::string base = "/api/v1/jobs/" + std::to_string(id);
-  std::int64_t from = 0;
   std::string last_position;
   // A server that restarts queues the job again: keep following it for a while.
   constexpr int kPatience = 60;
@@ -228,6 +266,87 @@ int follow(Api& api, std::int64_t id) {
       }
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(state == "queued" ? 1000 : 400));
+  }
+}
+
+// The exit status of a job that ended as the stream's last event says.
+int end_status(std::int64_t id, const json& end) {
+  if (end.value("state", "") == "failed") {
+    std::cerr << "convlab submit: job " << id << " failed: " << end.value("error", "") << "\n";
+    return 1;
+  }
+  const int code = end["exit_code"].is_number_integer() ? end["exit_code"].get<int>() : 1;
+  return code < 0 || code > 255 ? 1 : code;
+}
+
+// Prints a job's output as the server streams it, each piece as it arrives; returns the job's
+// exit status. A stream that breaks off (the server restarts, the network drops) is taken up
+// again where it stopped.
+int follow(Api& api, std::int64_t id) {
+  const std::string base = "/api/v1/jobs/" + std::to_string(id);
+  std::int64_t from = 0;
+  int last_position = -1;
+  // A server that restarts queues the job again: keep following it for a while.
+  constexpr int kPatience = 60;
+  int unreachable = 0;
+  for (;;) {
+    std::optional<json> end;
+    std::string pending, bad;
+    bool got_event = false;
+    const auto event = [&](const std::string& line) {
+      const json e = json::parse(line, nullptr, false);
+      if (!e.is_object()) {
+        bad = line;
+        return false;
+      }
+      got_event = true;
+      if (e.contains("output") && e["output"].is_string()) {
+        std::cout << e["output"].get<std::string>() << std::flush;
+        from = e.value("next", from);
+      } else if (e.value("end", false)) {
+        end = e;
+      } else if (e.value("state", "") == "queued") {
+        const int position = e.value("position", 0);
+        if (position != last_position) {
+          std::cerr << "waiting in the queue: position " << position << "\n";
+          last_position = position;
+        }
+      }
+      return true;
+    };
+    bool connected = false;
+    try {
+      connected = api.stream(
+          base + "/stream?from=" + std::to_string(from), [&](const char* data, std::size_t n) {
+            pending.append(data, n);
+            for (std::size_t nl; (nl = pending.find('\n')) != std::string::npos;) {
+              if (!event(pending.substr(0, nl))) return false;
+              pending.erase(0, nl + 1);
+            }
+            return true;
+          });
+    } catch (const Busy&) {
+      return follow_by_polling(api, id, from);
+    }
+    if (!bad.empty()) {
+      throw Error("the server sent a stream this convlab does not read (" + bad.substr(0, 80) +
+                  "): update convlab");
+    }
+    if (end) return end_status(id, *end);
+    // The stream broke off before the job's end: take it up again where it stopped.
+    if (connected && got_event) continue;
+    if (got_event) unreachable = 0;
+    if (++unreachable > kPatience) {
+      throw Unreachable("lost the server " + api.server() + " for " + std::to_string(kPatience) +
+                        " s; the job goes on there: follow it later with `convlab submit "
+                        "output " +
+                        std::to_string(id) + "`");
+    }
+    if (unreachable == 1) {
+      std::cerr << "convlab submit: lost the server; trying again for " << kPatience
+                << " s (the job goes on there)\n";
+    }
+    std::this_thread::sleep_for(std::chrono::seconds(1));
   }
 }
 
