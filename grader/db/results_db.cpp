@@ -167,9 +167,11 @@ CREATE TABLE job_output (
 )sql"},
     // v5: the service's deadlines. Each grade job links to the run it recorded, so that a
     // team's last grade submitted before its deadline is the run the leaderboard ranks; the
-    // staff's extensions, one per team and milestone.
+    // staff's extensions, one per team and milestone; a team's request to cancel a running job.
     {5, R"sql(
 ALTER TABLE jobs ADD COLUMN run_id INTEGER REFERENCES runs (id);
+ALTER TABLE jobs ADD COLUMN cancel_requested INTEGER NOT NULL DEFAULT 0
+  CHECK (cancel_requested IN (0, 1));
 CREATE INDEX jobs_counted ON jobs (milestone, team, command, id);
 CREATE TABLE service_extensions (
   team       TEXT NOT NULL,

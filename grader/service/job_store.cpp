@@ -130,26 +130,47 @@ std::int64_t JobStore::enqueue(const JobSpec& job) {
 
 std::optional<std::int64_t> JobStore::enqueue_within(const JobSpec& job, int limit,
                                                      int* in_flight) {
+  const Admission a = admit(job, limit, 0);
+  *in_flight = a.in_flight;
+  return a.id;
+}
+
+JobStore::Admission JobStore::admit(const JobSpec& job, int max_in_flight, int max_per_hour) {
   nlohmann::json files = nlohmann::json::object();
   for (const auto& [path, content] : job.files) files[path] = content;
   const std::string files_json = files.dump();
   const std::lock_guard lock(mutex_);
   const auto changed_on_return = finally([this] { changed(); });
-  return write(impl_->conn, [&]() -> std::optional<std::int64_t> {
+  return write(impl_->conn, [&] {
+    Admission a;
     {
       Statement count = impl_->conn.prepare(
           "SELECT count(*) FROM jobs WHERE team = ?1 AND state IN ('queued', 'running')");
       count.bind(1, job.team);
-      *in_flight = count.step() ? static_cast<int>(count.int64(0)) : 0;
+      a.in_flight = count.step() ? static_cast<int>(count.int64(0)) : 0;
     }
-    if (*in_flight >= limit) return std::nullopt;
+    {
+      Statement hour = impl_->conn.prepare(
+          "SELECT count(*), strftime('%Y-%m-%dT%H:%M:%SZ', min(submitted_at), '+1 hour') "
+          "FROM jobs WHERE team = ?1 AND submitted_at > "
+          "strftime('%Y-%m-%dT%H:%M:%SZ', 'now', '-1 hour')");
+      hour.bind(1, job.team);
+      if (hour.step()) {
+        a.last_hour = static_cast<int>(hour.int64(0));
+        a.hour_frees_at = hour.text(1);
+      }
+    }
+    if (a.in_flight >= max_in_flight || (max_per_hour > 0 && a.last_hour >= max_per_hour)) {
+      return a;
+    }
     Statement st = impl_->conn.prepare(
         "INSERT INTO jobs (team, command, milestone, device, args_json, files_json, state) "
         "VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'queued')");
     st.bind(1, job.team).bind(2, job.command).bind(3, job.milestone).bind(4, job.device);
     st.bind(5, job.args_json).bind(6, files_json);
     st.run();
-    return impl_->conn.last_insert_rowid();
+    a.id = impl_->conn.last_insert_rowid();
+    return a;
   });
 }
 
@@ -295,28 +316,39 @@ int JobStore::recover_interrupted() {
   const std::lock_guard lock(mutex_);
   const auto changed_on_return = finally([this] { changed(); });
   return write(impl_->conn, [&] {
-    std::vector<std::pair<std::int64_t, int>> running;
+    struct Running {
+      std::int64_t id;
+      int attempts;
+      bool cancelled;
+    };
+    std::vector<Running> running;
     {
-      Statement st = impl_->conn.prepare("SELECT id, attempts FROM jobs WHERE state = 'running'");
-      while (st.step()) running.emplace_back(st.int64(0), static_cast<int>(st.int64(1)));
+      Statement st = impl_->conn.prepare(
+          "SELECT id, attempts, cancel_requested FROM jobs WHERE state = 'running'");
+      while (st.step()) {
+        running.push_back({st.int64(0), static_cast<int>(st.int64(1)), st.int64(2) != 0});
+      }
     }
-    for (const auto& [id, attempts] : running) {
-      const bool again = attempts < kMaxAttempts;
-      append_locked(impl_->conn, id,
-                    again ? "\n[convlab serve] the server stopped while this job ran; it is "
-                            "queued again (attempt " +
-                                std::to_string(attempts + 1) + " of " +
-                                std::to_string(kMaxAttempts) + ")\n"
-                          : "\n[convlab serve] the server stopped while this job ran; it was "
-                            "started " +
-                                std::to_string(attempts) +
-                                " times, the most a job gets: submit it anew\n");
+    for (const auto& [id, attempts, cancelled] : running) {
+      // A job the team cancelled is not run again.
+      const bool again = attempts < kMaxAttempts && !cancelled;
+      const std::string why = cancelled ? "cancelled" : "interrupted by restarts";
+      append_locked(
+          impl_->conn, id,
+          cancelled ? std::string("\n[convlab serve] the server stopped while this job "
+                                  "was being cancelled; it stays cancelled\n")
+          : again   ? "\n[convlab serve] the server stopped while this job ran; it is "
+                      "queued again (attempt " +
+                        std::to_string(attempts + 1) + " of " + std::to_string(kMaxAttempts) + ")\n"
+                  : "\n[convlab serve] the server stopped while this job ran; it was "
+                    "started " +
+                        std::to_string(attempts) + " times, the most a job gets: submit it anew\n");
       Statement st = impl_->conn.prepare(
           again ? std::string("UPDATE jobs SET state = 'queued', started_at = NULL WHERE id = ?1")
-                : std::string("UPDATE jobs SET state = 'failed', error = 'interrupted by "
-                              "restarts', finished_at = ") +
+                : std::string("UPDATE jobs SET state = 'failed', error = ?2, finished_at = ") +
                       kNow + " WHERE id = ?1");
       st.bind(1, id);
+      if (!again) st.bind(2, why);
       st.run();
     }
     return static_cast<int>(running.size());
@@ -376,6 +408,43 @@ std::uint64_t JobStore::wait_for_change(std::uint64_t seen, std::chrono::millise
   std::unique_lock lock(change_mutex_);
   change_.wait_for(lock, timeout, [&] { return generation_ != seen; });
   return generation_;
+}
+
+std::string JobStore::cancel(std::int64_t id) {
+  const std::lock_guard lock(mutex_);
+  const auto changed_on_return = finally([this] { changed(); });
+  return write(impl_->conn, [&]() -> std::string {
+    std::string state;
+    {
+      Statement st = impl_->conn.prepare("SELECT state FROM jobs WHERE id = ?1");
+      st.bind(1, id);
+      if (!st.step()) return "";
+      state = st.text(0);
+    }
+    if (state == "queued") {
+      append_locked(impl_->conn, id, "[convlab serve] cancelled by the team before it started\n");
+      Statement st = impl_->conn.prepare(
+          std::string("UPDATE jobs SET state = 'failed', error = 'cancelled', finished_at = ") +
+          kNow + " WHERE id = ?1");
+      st.bind(1, id);
+      st.run();
+      return "cancelled";
+    }
+    if (state == "running") {
+      Statement st = impl_->conn.prepare("UPDATE jobs SET cancel_requested = 1 WHERE id = ?1");
+      st.bind(1, id);
+      st.run();
+      return "cancelling";
+    }
+    return state;
+  });
+}
+
+bool JobStore::cancel_requested(std::int64_t id) {
+  const std::lock_guard lock(mutex_);
+  Statement st = impl_->conn.prepare("SELECT cancel_requested FROM jobs WHERE id = ?1");
+  st.bind(1, id);
+  return st.step() && st.int64(0) != 0;
 }
 
 }  // namespace convlab::service

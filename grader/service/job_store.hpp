@@ -71,6 +71,17 @@ class JobStore {
   /// queued in one transaction, so two uploads at once cannot both pass). Returns the id, or
   /// nullopt with the team's count in `in_flight`.
   std::optional<std::int64_t> enqueue_within(const JobSpec& job, int limit, int* in_flight);
+  /// What admit() found.
+  struct Admission {
+    std::optional<std::int64_t> id;  ///< the new job; nullopt when a limit refused it
+    int in_flight = 0;               ///< the team's jobs queued or running, before this one
+    int last_hour = 0;               ///< the team's jobs submitted in the last hour, before it
+    std::string hour_frees_at;       ///< when the oldest of those is an hour old (UTC, ISO 8601)
+  };
+  /// Queues a job unless its team has `max_in_flight` jobs queued or running, or submitted
+  /// `max_per_hour` jobs (0: no such limit) in the last hour: checked and queued in one
+  /// transaction.
+  Admission admit(const JobSpec& job, int max_in_flight, int max_per_hour);
   /// Queued and running jobs of `team`.
   int in_flight(const std::string& team);
   /// 1 for the next job an executor of its device takes; 0 when the job is no longer queued.
@@ -95,7 +106,8 @@ class JobStore {
   void finish(std::int64_t id, const std::string& state, std::optional<int> exit_code,
               const std::string& error, const std::optional<std::string>& report_json);
   /// At startup: a job left running by a server that stopped is queued again, once; a job
-  /// that has had kMaxAttempts fails. Each gets a line in its output. Returns how many.
+  /// that has had kMaxAttempts, or that its team cancelled, fails. Each gets a line in its output.
+  /// Returns how many.
   int recover_interrupted();
 
   /// `team`'s submission that counts on each milestone: milestone -> the id of its last grade
@@ -105,6 +117,12 @@ class JobStore {
   /// earlier extension; `granted_by` names the staff member (or "admin" for the command line).
   void set_extension(const std::string& team, const std::string& milestone,
                      const std::string& deadline, const std::string& granted_by);
+  /// Cancels a job: a queued one fails at once ("cancelled"); a running one is marked, for its
+  /// executor to stop ("cancelling"). Otherwise returns its state ("done", "failed"), or ""
+  /// when there is no such job.
+  std::string cancel(std::int64_t id);
+  /// Whether the team asked to cancel the running job `id`.
+  bool cancel_requested(std::int64_t id);
   /// `team`'s extensions: milestone -> deadline (UTC, ISO 8601).
   std::map<std::string, std::string> extensions(const std::string& team);
 

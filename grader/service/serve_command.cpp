@@ -28,7 +28,7 @@ struct ServeArgs {
   std::string roster, db, host = "127.0.0.1", port_file, data, cache, work, tokens_out, gpus;
   std::string grade_program;  // a stand-in for `convlab grade`, for testing the service
   std::vector<std::string> models, deadlines;
-  int port = 8408, cpu_jobs = 2, max_in_flight = 2, max_failed_logins = 10;
+  int port = 8408, cpu_jobs = 2, max_in_flight = 2, max_per_hour = 30, max_failed_logins = 10;
   double time_limit_s = 7200;
   bool allow_degraded = false, keep_work = false;
   std::string team;              // issue-token, extend
@@ -106,6 +106,7 @@ int serve(const ServeArgs& a) {
   if (a.port < 0 || a.port > 65535) throw Error("--port must be 0 (any free port) to 65535");
   if (a.cpu_jobs < 0 || a.cpu_jobs > 256) throw Error("--cpu-jobs must be 0 to 256");
   if (a.max_in_flight < 1) throw Error("--max-in-flight must be at least 1");
+  if (a.max_per_hour < 0) throw Error("--max-per-hour must be 0 (no limit) or more");
   if (a.max_failed_logins < 1) throw Error("--max-failed-logins must be at least 1");
   const auto roster = load_roster(a.roster);
   const auto deadlines = deadlines_of(a.deadlines);
@@ -169,6 +170,7 @@ int serve(const ServeArgs& a) {
   api.staging = work / "staging";
   api.gpu_jobs = !ex.gpus.empty();
   api.max_in_flight = a.max_in_flight;
+  api.max_per_hour = a.max_per_hour;
   api.max_failed_logins = a.max_failed_logins;
   api.roster = roster;
   api.deadlines = deadlines;
@@ -229,6 +231,8 @@ void add_serve_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--cpu-jobs", a->cpu_jobs, "CPU jobs (m2) run at once (default 2)");
   cmd->add_option("--max-in-flight", a->max_in_flight,
                   "jobs a team may have queued or running (default 2)");
+  cmd->add_option("--max-per-hour", a->max_per_hour,
+                  "jobs a team may submit per hour (default 30; 0: no limit)");
   cmd->add_option("--max-failed-logins", a->max_failed_logins,
                   "failed logins per address and minute before 429 (default 10)");
   cmd->add_option("--time-limit", a->time_limit_s, "seconds a job may run (default 7200)");

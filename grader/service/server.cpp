@@ -371,6 +371,24 @@ struct Server::Impl {
         [this, account = *team](bool) { close_stream(account); });
   }
 
+  // POST /api/v1/jobs/ID/cancel: the team (or staff) stops a job.
+  void cancel(const Request& req, Response& res) {
+    const auto team = authenticate(req, res);
+    if (!team) return;
+    const auto job = visible_job(*team, req.matches[1], res);
+    if (!job) return;
+    const std::string outcome = store.cancel(job->id);
+    if (outcome != "cancelled" && outcome != "cancelling") {
+      return fail(res, 409,
+                  "job " + req.matches[1].str() + " has already ended (" + outcome +
+                      "): there is nothing to cancel");
+    }
+    std::cout << "convlab serve: " << *team << " cancelled job " << job->id << std::endl;
+    json body = shown(*store.get(job->id));
+    body["cancel"] = outcome;
+    reply(res, 200, body);
+  }
+
   // POST /api/v1/page-link: a one-time link to the caller's pages.
   void page_link(const Request& req, Response& res) {
     const auto account = authenticate(req, res);
@@ -600,12 +618,31 @@ struct Server::Impl {
       for (const std::string& p : problems) text += "\n  " + p;
       return fail(res, 422, text);
     }
-    int in_flight = 0;
-    const auto id = store.enqueue_within(spec, settings.max_in_flight, &in_flight);
-    if (!id) return over_limit(in_flight);
+    const JobStore::Admission admitted =
+        store.admit(spec, settings.max_in_flight, settings.max_per_hour);
+    if (!admitted.id) {
+      if (admitted.in_flight >= settings.max_in_flight) return over_limit(admitted.in_flight);
+      std::string when = admitted.hour_frees_at;
+      int wait_s = 60;
+      try {
+        const UnixTime at = parse_time(admitted.hour_frees_at);
+        when = utc_text(at);
+        wait_s = static_cast<int>(std::max<UnixTime>(1, at - unix_now()));
+      } catch (const Error&) {
+      }
+      res.set_header("Retry-After", std::to_string(wait_s));
+      return fail(res, 429,
+                  "team " + *team + " has submitted " + std::to_string(admitted.last_hour) +
+                      " jobs in the last hour; the limit is " +
+                      std::to_string(settings.max_per_hour) +
+                      " an hour: the next is accepted from " + when + " (in " +
+                      std::to_string((wait_s + 59) / 60) + " min)");
+    }
     executors.notify();
-    json body = shown(*store.get(*id));
+    json body = shown(*store.get(*admitted.id));
     body["limit_in_flight"] = settings.max_in_flight;
+    body["limit_per_hour"] = settings.max_per_hour;
+    body["jobs_last_hour"] = admitted.last_hour + 1;
     if (deadline) {
       body["deadline"] = utc_text(deadline->at);
       body["extended"] = deadline->extended;
@@ -702,6 +739,8 @@ struct Server::Impl {
       }
       res.set_content(slice.text, "text/plain; charset=utf-8");
     });
+    http.Post(R"(/api/v1/jobs/(\d+)/cancel)",
+              [this](const Request& req, Response& res) { cancel(req, res); });
     http.Get(R"(/api/v1/jobs/(\d+)/stream)",
              [this](const Request& req, Response& res) { stream(req, res); });
     http.Get(R"(/api/v1/jobs/(\d+)/report)", [this](const Request& req, Response& res) {

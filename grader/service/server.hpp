@@ -9,6 +9,8 @@
 ///                                   JSON event a line (state and queue place, output with
 ///                                   the offset to resume from, keepalives, the end)
 ///   GET  /api/v1/jobs/ID/report     its report.json
+///   POST /api/v1/jobs/ID/cancel     cancels it: a queued job at once, a running one within a
+///                                   second (409 when it has ended)
 ///   GET  /api/v1/deadlines          the caller's deadlines and the grade that counts on each
 ///   POST /api/v1/extensions         staff: {"team", "milestone", "until"} extends a deadline
 ///   POST /api/v1/page-link          a one-time link ("/login/KEY") that opens the team's pages
@@ -42,6 +44,7 @@ struct ApiSettings {
   std::filesystem::path staging;  ///< where uploads are checked before they are queued
   bool gpu_jobs = false;        ///< some executor runs GPU jobs; else they are refused
   int max_in_flight = 2;        ///< queued + running jobs per team
+  int max_per_hour = 30;        ///< jobs a team may submit per hour (0: no limit)
   int max_failed_logins = 10;   ///< per client address and minute; then 429
   std::vector<Account> roster;
   /// milestone -> the instant after which its grade jobs are refused (staff extend it per

@@ -1,9 +1,12 @@
 // `convlab submit`: sends the team's student/ files to the course's submission service
 // (`convlab serve`) and follows the job there: login, check, run, grade, status, output.
 #include <httplib.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/stat.h>
 
 #include <CLI/CLI.hpp>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -45,6 +48,45 @@ class Busy : public Error {
 
 struct Config {
   std::string server, token;
+};
+
+// Ctrl-C (SIGINT) or SIGTERM while a job is followed: a thread waits for them (they are blocked
+// in every thread meanwhile), marks the interrupt and runs `on_signal`, which cuts the
+// connection so that the follow returns at once. A second one ends the process.
+class Interrupt {
+ public:
+  explicit Interrupt(std::function<void()> on_signal) : on_signal_(std::move(on_signal)) {
+    sigemptyset(&set_);
+    sigaddset(&set_, SIGINT);
+    sigaddset(&set_, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set_, &old_);
+    watcher_ = std::thread([this] {
+      int sig = 0;
+      sigwait(&set_, &sig);
+      if (done_) return;
+      fired_ = true;
+      on_signal_();
+      sigwait(&set_, &sig);
+      if (done_) return;
+      std::_Exit(128 + sig);
+    });
+  }
+  ~Interrupt() {
+    done_ = true;
+    pthread_kill(watcher_.native_handle(), SIGINT);  // wakes the watcher's sigwait
+    watcher_.join();
+    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+  Interrupt(const Interrupt&) = delete;
+  Interrupt& operator=(const Interrupt&) = delete;
+
+  bool fired() const { return fired_; }
+
+ private:
+  std::function<void()> on_signal_;
+  sigset_t set_{}, old_{};
+  std::atomic<bool> fired_{false}, done_{false};
+  std::thread watcher_;
 };
 
 fs::path config_file() {
@@ -141,6 +183,8 @@ class Api {
   }
 
   const std::string& server() const { return config_.server; }
+  /// Cuts the connection in use (from another thread): the call in progress returns.
+  void stop() { http_.stop(); }
 
   json get_json(const std::string& path) {
     const auto res = call("GET", path);
@@ -280,9 +324,9 @@ int end_status(std::int64_t id, const json& end) {
 }
 
 // Prints a job's output as the server streams it, each piece as it arrives; returns the job's
-// exit status. A stream that breaks off (the server restarts, the network drops) is taken up
-// again where it stopped.
-int follow(Api& api, std::int64_t id) {
+// exit status, or nullopt when `interrupt` fired first. A stream that breaks off (the server
+// restarts, the network drops) is taken up again where it stopped.
+std::optional<int> follow(Api& api, std::int64_t id, const Interrupt& interrupt) {
   const std::string base = "/api/v1/jobs/" + std::to_string(id);
   std::int64_t from = 0;
   int last_position = -1;
@@ -318,6 +362,7 @@ int follow(Api& api, std::int64_t id) {
     try {
       connected = api.stream(
           base + "/stream?from=" + std::to_string(from), [&](const char* data, std::size_t n) {
+            if (interrupt.fired()) return false;
             pending.append(data, n);
             for (std::size_t nl; (nl = pending.find('\n')) != std::string::npos;) {
               if (!event(pending.substr(0, nl))) return false;
@@ -328,6 +373,7 @@ int follow(Api& api, std::int64_t id) {
     } catch (const Busy&) {
       return follow_by_polling(api, id, from);
     }
+    if (interrupt.fired()) return std::nullopt;
     if (!bad.empty()) {
       throw Error("the server sent a stream this convlab does not read (" + bad.substr(0, 80) +
                   "): update convlab");
@@ -346,8 +392,50 @@ int follow(Api& api, std::int64_t id) {
       std::cerr << "convlab submit: lost the server; trying again for " << kPatience
                 << " s (the job goes on there)\n";
     }
-    std::this_thread::sleep_for(std::chrono::seconds(1));
+    for (int i = 0; i < 10 && !interrupt.fired(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
   }
+}
+
+// Asks the server to cancel job `id`; says what became of it. Returns false when the server
+// refused or could not be reached.
+bool cancel_job(const Config& config, std::int64_t id) {
+  try {
+    Api api(config);
+    const auto res = api.call("POST", "/api/v1/jobs/" + std::to_string(id) + "/cancel");
+    const json j = json::parse(res->body, nullptr, false);
+    const bool running = j.is_object() && j.value("cancel", "") == "cancelling";
+    std::cerr << "convlab submit: job " << id
+              << (running ? " is being stopped on the server" : " cancelled before it started")
+              << "\n";
+    return true;
+  } catch (const Error& e) {
+    std::cerr << "convlab submit: could not cancel job " << id << ": " << e.what() << "\n";
+    return false;
+  }
+}
+
+// Follows job `id`; Ctrl-C either cancels it on the server (`cancel_on_interrupt`: the job
+// this command submitted) or only stops following it.
+int follow_or_cancel(Api& api, const Config& config, std::int64_t id, bool cancel_on_interrupt) {
+  std::optional<int> code;
+  {
+    Interrupt interrupt([&api] { api.stop(); });
+    code = follow(api, id, interrupt);
+  }
+  if (code) return *code;
+  std::cerr << "\n";
+  if (cancel_on_interrupt) {
+    if (!cancel_job(config, id)) {
+      std::cerr << "convlab submit: the job may go on; stop it with `convlab submit cancel " << id
+                << "`\n";
+    }
+  } else {
+    std::cerr << "convlab submit: stopped following job " << id
+              << "; it goes on (`convlab submit cancel " << id << "` stops it)\n";
+  }
+  return 130;
 }
 
 int submit_job(const SubmitArgs& a, const std::string& command) {
@@ -376,7 +464,12 @@ int submit_job(const SubmitArgs& a, const std::string& command) {
     std::cerr << " started";
   }
   std::cerr << " (your team may have " << job.value("limit_in_flight", 0)
-            << " jobs queued or running at once)\n";
+            << " jobs queued or running at once";
+  if (job.value("limit_per_hour", 0) > 0) {
+    std::cerr << ", and submit " << job["limit_per_hour"]
+              << " an hour: " << job.value("jobs_last_hour", 0) << " so far";
+  }
+  std::cerr << ")\n";
   if (job.contains("deadline") && job["deadline"].is_string()) {
     std::cerr << "your last grade of " << a.milestone << " submitted before "
               << job["deadline"].get<std::string>()
@@ -387,7 +480,7 @@ int submit_job(const SubmitArgs& a, const std::string& command) {
     std::cout << id << "\n";
     return 0;
   }
-  return follow(api, id);
+  return follow_or_cancel(api, config, id, true);
 }
 
 int status() {
@@ -501,9 +594,14 @@ void add_submit_command(CLI::App& app, int& exit_code) {
   CLI::App* output_cmd = cmd->add_subcommand("output", "Follow a job's output to its end");
   output_cmd->add_option("id", a->job, "the job's number")->required();
   output_cmd->callback([a, &exit_code] {
-    Api api(load_config());
-    exit_code = follow(api, a->job);
+    const Config config = load_config();
+    Api api(config);
+    exit_code = follow_or_cancel(api, config, a->job, false);
   });
+
+  CLI::App* cancel_cmd = cmd->add_subcommand("cancel", "Stop a job of your team's");
+  cancel_cmd->add_option("id", a->job, "the job's number")->required();
+  cancel_cmd->callback([a, &exit_code] { exit_code = cancel_job(load_config(), a->job) ? 0 : 1; });
 }
 
 }  // namespace convlab::submit

@@ -316,3 +316,47 @@ TEST_CASE("the queue links a grade job to the run it recorded; extensions per te
         std::map<std::string, std::string>{{"m2", "2026-03-02T23:59:00Z"}});
   CHECK(store.extensions("beta").empty());
 }
+
+TEST_CASE("the queue: limits per team in flight and per hour; cancelling queued or running") {
+  convlab::test::TempDir tmp;
+  JobStore store(tmp.path() / "results.sqlite");
+  JobSpec spec;
+  spec.team = "alpha";
+  spec.command = "check";
+  spec.milestone = "m2";
+  spec.device = "cpu";
+  spec.args_json = "{}";
+  spec.files = {{"student/m2/conv_cpu.cpp", "int x;\n"}};
+  const auto first = store.admit(spec, 5, 2);
+  REQUIRE(first.id);
+  CHECK(first.last_hour == 0);
+  const auto second = store.admit(spec, 5, 2);
+  REQUIRE(second.id);
+  const auto third = store.admit(spec, 5, 2);
+  CHECK_FALSE(third.id);  // two this hour already
+  CHECK(third.last_hour == 2);
+  CHECK(third.in_flight == 2);
+  CHECK(third.hour_frees_at.size() == 20);  // 2026-...T...Z
+  CHECK(store.admit(spec, 5, 0).id);        // 0: no hourly limit
+  CHECK_FALSE(store.admit(spec, 3, 0).id);  // three in flight
+
+  const std::uint64_t before = store.generation();
+  CHECK(store.cancel(*first.id) == "cancelled");  // queued: over at once
+  CHECK(store.generation() != before);
+  CHECK(store.get(*first.id)->state == "failed");
+  CHECK(store.get(*first.id)->error == "cancelled");
+  CHECK(store.output(*first.id, 0).text.find("cancelled by the team") != std::string::npos);
+  const auto running = store.claim("cpu");
+  REQUIRE(running);
+  CHECK(running->first.id == *second.id);
+  CHECK_FALSE(store.cancel_requested(*second.id));
+  CHECK(store.cancel(*second.id) == "cancelling");  // running: its executor stops it
+  CHECK(store.cancel_requested(*second.id));
+  CHECK(store.get(*second.id)->state == "running");
+  CHECK(store.cancel(*first.id) == "failed");  // over already
+  CHECK(store.cancel(999).empty());
+  // A restart does not run again a job its team cancelled.
+  CHECK(store.recover_interrupted() == 1);
+  CHECK(store.get(*second.id)->state == "failed");
+  CHECK(store.get(*second.id)->error == "cancelled");
+}
