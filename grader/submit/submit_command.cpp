@@ -262,14 +262,17 @@ json collect_files(const fs::path& root, const std::string& milestone) {
 }
 
 // Prints a job's output from byte `from` on, asking for it again and again; returns its exit
-// status. For a server that streams no more (too many streams open).
-int follow_by_polling(Api& api, std::int64_t id, std::int64_t from) {
+// status, or nullopt when `interrupt` fired first. For a server that streams no more (too many
+// streams open).
+std::optional<int> follow_by_polling(Api& api, std::int64_t id, std::int64_t from,
+                                     const Interrupt& interrupt) {
   const std::string base = "/api/v1/jobs/" + std::to_string(id);
   std::string last_position;
   // A server that restarts queues the job again: keep following it for a while.
   constexpr int kPatience = 60;
   int unreachable = 0;
   for (;;) {
+    if (interrupt.fired()) return std::nullopt;
     std::optional<httplib::Result> reply;
     try {
       reply.emplace(api.call("GET", base + "/output?from=" + std::to_string(from)));
@@ -370,8 +373,10 @@ std::optional<int> follow(Api& api, std::int64_t id, const Interrupt& interrupt)
             }
             return true;
           });
-    } catch (const Busy&) {
-      return follow_by_polling(api, id, from);
+    } catch (const Busy& e) {
+      std::cerr << "convlab submit: " << e.what() << "\nconvlab submit: asking for the output "
+                << "every 0.4 s instead\n";
+      return follow_by_polling(api, id, from, interrupt);
     }
     if (interrupt.fired()) return std::nullopt;
     if (!bad.empty()) {

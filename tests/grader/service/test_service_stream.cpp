@@ -5,10 +5,12 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/grader/service/fake_class.hpp"
@@ -141,4 +143,44 @@ TEST_CASE("a stream resumes from an offset, says the place in the queue, and end
   });
   CHECK(json::parse(first.substr(0, first.find('\n'))) ==
         json{{"state", "queued"}, {"position", 1}});
+}
+
+TEST_CASE("a team with too many streams open is told so; the client then asks again and again") {
+  FakeClass c;
+  ServeProcess server(c.dir, c.options({"--cpu-jobs", "1"}));
+  c.login(server, "alpha");
+  std::string out;
+  c.code("alpha", "op_ms=2 lines=30 interval_ms=100");
+  REQUIRE(c.client("alpha", "check m2 --no-wait", &out) == 0);  // job 1, 3 s long
+
+  // Eight streams of job 1, each open until the job ends.
+  constexpr int kOpen = 8;
+  std::atomic<int> started{0};
+  std::vector<std::thread> streams;
+  for (int i = 0; i < kOpen; ++i) {
+    streams.emplace_back([&] {
+      httplib::Client http(server.url());
+      http.set_read_timeout(30);
+      bool first = true;
+      http.Get("/api/v1/jobs/1/stream", bearer(c.token("alpha")), [&](const char*, std::size_t) {
+        if (first) ++started;
+        first = false;
+        return true;
+      });
+    });
+  }
+  while (started < kOpen) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  httplib::Client http(server.url());
+  const auto busy = http.Get("/api/v1/jobs/1/stream", bearer(c.token("alpha")));
+  REQUIRE(busy);
+  CHECK(busy->status == 503);
+  CHECK(busy->body.find("too many output streams open (8 per team)") != std::string::npos);
+  // The client falls back to the polling endpoint and still prints every line.
+  const int rc = c.client("alpha", "output 1", &out);
+  for (std::thread& t : streams) t.join();
+  INFO(out);
+  CHECK(rc == 0);
+  CHECK(out.find("asking for the output every 0.4 s instead") != std::string::npos);
+  CHECK(out.find("line 30 of 30") != std::string::npos);
+  CHECK(out.find("job 1 finished: exit status 0") != std::string::npos);
 }
