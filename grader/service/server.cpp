@@ -309,7 +309,8 @@ struct Server::Impl {
       res.set_header("Retry-After", "5");
       return fail(res, 503,
                   "too many output streams open (" + std::to_string(kStreamsPerAccount) +
-                      " per team): close a `convlab submit output` you no longer need");
+                      " per team, " + std::to_string(kStreams) +
+                      " on the server): close a `convlab submit output` you no longer need");
     }
     struct Follow {
       std::int64_t next;
