@@ -165,6 +165,23 @@ CREATE TABLE job_output (
   PRIMARY KEY (job_id, start)
 );
 )sql"},
+    // v5: the service's deadlines. Each grade job links to the run it recorded, so that a
+    // team's last grade submitted before its deadline is the run the leaderboard ranks; the
+    // staff's extensions, one per team and milestone; a team's request to cancel a running job.
+    {5, R"sql(
+ALTER TABLE jobs ADD COLUMN run_id INTEGER REFERENCES runs (id);
+ALTER TABLE jobs ADD COLUMN cancel_requested INTEGER NOT NULL DEFAULT 0
+  CHECK (cancel_requested IN (0, 1));
+CREATE INDEX jobs_counted ON jobs (milestone, team, command, id);
+CREATE TABLE service_extensions (
+  team       TEXT NOT NULL,
+  milestone  TEXT NOT NULL,
+  deadline   TEXT NOT NULL,  -- UTC, ISO 8601
+  granted_by TEXT NOT NULL,
+  granted_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now')),
+  PRIMARY KEY (team, milestone)
+);
+)sql"},
 };
 
 constexpr int kCurrentVersion = kMigrations[std::size(kMigrations) - 1].version;
@@ -582,17 +599,28 @@ FROM checks WHERE run_id = ?1 ORDER BY position)sql");
 
 std::vector<TeamBest> ResultsDb::best_per_team(const std::string& milestone) const {
   Connection& conn = impl_->conn;
-  // Per team, its run with the smallest op time; ties go to the earlier run. A run counts
-  // only when it is a whole grade: not cut short by --only, not stopped by a grader error.
+  // A team that graded through the submission service is ranked by its last grade submitted
+  // there (the service took it only before the team's deadline), whatever its time. Any other
+  // team: its run with the smallest op time; ties go to the earlier run. A run counts only
+  // when it is a whole grade: not cut short by --only, not stopped by a grader error.
   Statement best = conn.prepare(R"sql(
+WITH counted AS (
+  SELECT j.team, j.run_id FROM jobs j
+  WHERE j.milestone = ?1 AND j.command = 'grade' AND j.run_id IS NOT NULL
+    AND j.id = (SELECT max(k.id) FROM jobs k
+                WHERE k.milestone = j.milestone AND k.team = j.team AND k.command = 'grade'
+                  AND k.run_id IS NOT NULL))
 SELECT r.id, r.team, r.op_time_s, r.op_time_median_s, r.reference_time_s, r.gpu_name,
-  r.started_at, r.flagged, r.flags, r.ranked_variant, r.ranked_model, r.ranked_images
+  r.started_at, r.flagged, r.flags, r.ranked_variant, r.ranked_model, r.ranked_images,
+  r.id IN (SELECT run_id FROM counted) AS submitted
 FROM runs r
 WHERE r.milestone = ?1 AND r.op_time_s IS NOT NULL AND r.partial = 0 AND r.grader_error = ''
-  AND r.id = (SELECT b.id FROM runs b
-              WHERE b.milestone = r.milestone AND b.team = r.team AND b.op_time_s IS NOT NULL
-                AND b.partial = 0 AND b.grader_error = ''
-              ORDER BY b.op_time_s, b.id LIMIT 1)
+  AND (r.id IN (SELECT run_id FROM counted)
+       OR (r.team NOT IN (SELECT team FROM counted)
+           AND r.id = (SELECT b.id FROM runs b
+                       WHERE b.milestone = r.milestone AND b.team = r.team
+                         AND b.op_time_s IS NOT NULL AND b.partial = 0 AND b.grader_error = ''
+                       ORDER BY b.op_time_s, b.id LIMIT 1)))
 ORDER BY r.op_time_s, r.id)sql");
   Statement variants = conn.prepare(R"sql(
 SELECT variant, min(op_time_s) FROM checks
@@ -615,6 +643,7 @@ GROUP BY variant ORDER BY min(position))sql");
     t.ranked_variant = best.text(9);
     t.ranked_model = best.text(10);
     t.ranked_images = best.int64(11);
+    t.submitted = best.int64(12) != 0;
     variants.reset();
     variants.bind(1, t.run_id).bind(2, t.ranked_model).bind(3, t.ranked_images).bind(4, milestone);
     while (variants.step()) t.variants.emplace_back(variants.text(0), variants.real(1));

@@ -29,6 +29,9 @@ struct TeamBest {
   std::string ranked_variant;              ///< the variant whose time ranks
   std::string ranked_model;                ///< the model it was timed on
   std::int64_t ranked_images = 0;          ///< and N
+  /// The run is the team's last grade submitted to the service (convlab serve) before its
+  /// deadline, ranked whatever its time; false: the team's fastest run.
+  bool submitted = false;
   /// Best correct time of every variant in that run: (variant, seconds), in the order the
   /// run checked them. Network checks that passed on ranked_model with ranked_images only.
   std::vector<std::pair<std::string, double>> variants;
@@ -101,8 +104,10 @@ class ResultsDb {
   /// The run `id` as stored, or nullopt when there is none.
   std::optional<StoredRun> load_run(std::int64_t id) const;
 
-  /// Every team's best correct ranked time on `milestone`, fastest first (ties: earlier run).
-  /// Runs without an op time (the ranked check failed or was not timed) never count.
+  /// Every team's ranked run on `milestone`, fastest first (ties: earlier run): for a team
+  /// that graded through the submission service, its last grade submitted there; for any
+  /// other, its best correct time. Runs without an op time (the ranked check failed or was not
+  /// timed) never count, so a team whose last submission failed is not ranked.
   std::vector<TeamBest> best_per_team(const std::string& milestone) const;
   /// Number of grading runs and of check rows (for tests and summaries).
   std::int64_t run_count() const;

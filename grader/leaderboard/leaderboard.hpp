@@ -77,8 +77,11 @@ Leaderboard rank_teams(const std::string& milestone, std::vector<TeamBest> teams
 std::string leaderboard_csv(const Leaderboard& board);
 /// The board as one self-contained HTML page (inline CSS and SVG, no script, no external
 /// asset): the ranked table, the distribution of team times around the median, and each
-/// team's variants.
-std::string leaderboard_html(const Leaderboard& board);
+/// team's variants. `live_refresh_s` > 0: the page is served live (convlab serve) and a
+/// browser reloads it after that many seconds.
+std::string leaderboard_html(const Leaderboard& board, int live_refresh_s = 0);
+/// The leaderboard page's style sheet, for the pages served beside it.
+const char* leaderboard_css();
 /// The board as a fixed-width text table for the terminal.
 std::string leaderboard_text(const Leaderboard& board);
 

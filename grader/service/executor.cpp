@@ -25,6 +25,10 @@ using namespace std::chrono_literals;
 
 namespace {
 
+// How often a running job's log is read: a line reaches a streaming client this long after it
+// was written, at worst.
+constexpr auto kLogPoll = 50ms;
+
 // A child started with posix_spawn: safe in a threaded server, where fork followed by anything
 // but exec is not. Its own process group, so a kill reaches all it started; stdin from
 // /dev/null, stdout and stderr into `log`, no descriptor of the server inherited.
@@ -184,7 +188,8 @@ void Executors::run_job(const JobInfo& job, const std::map<std::string, std::str
   Child child(settings_.program, args, log, env);
   const auto start = std::chrono::steady_clock::now();
   std::optional<int> status;
-  bool timed_out = false;
+  bool timed_out = false, cancelled = false;
+  int looks = 0;
   while (!(status = child.poll())) {
     if (stopping_) {
       child.kill_all();
@@ -198,13 +203,23 @@ void Executors::run_job(const JobInfo& job, const std::map<std::string, std::str
       status = child.poll();
       break;
     }
+    // Every fifth look (250 ms): has the team cancelled it (Ctrl-C in convlab submit)?
+    if (++looks % 5 == 0 && store_.cancel_requested(job.id)) {
+      child.kill_all();
+      cancelled = true;
+      status = child.poll();
+      break;
+    }
     output.forward(false);
-    std::this_thread::sleep_for(250ms);
+    std::this_thread::sleep_for(kLogPoll);
   }
   output.forward(true);
 
   const std::optional<std::string> report = try_read_file(out / "report.json");
-  if (timed_out) {
+  if (cancelled) {
+    store_.append_output(job.id, "\n[convlab serve] cancelled by the team\n");
+    store_.finish(job.id, "failed", std::nullopt, "cancelled", std::nullopt);
+  } else if (timed_out) {
     const std::string why = "stopped after the service's limit of " +
                             std::to_string(static_cast<int>(settings_.time_limit_s)) + " s";
     store_.append_output(job.id, "\n[convlab serve] " + why + "\n");

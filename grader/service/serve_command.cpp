@@ -1,14 +1,16 @@
 // `convlab serve`: the submission service on this host; `convlab serve issue-token`: a team's
-// token, printed once, stored as its digest.
+// token, printed once, stored as its digest; `convlab serve extend`: a team's later deadline.
 #include <signal.h>
 #include <sys/stat.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 #include <thread>
 
+#include "grader/service/deadlines.hpp"
 #include "grader/service/executor.hpp"
 #include "grader/service/job_store.hpp"
 #include "grader/service/roster.hpp"
@@ -25,15 +27,16 @@ namespace {
 
 struct ServeArgs {
   std::string roster, db, host = "127.0.0.1", port_file, data, cache, work, tokens_out, gpus;
-  std::vector<std::string> models;
-  int port = 8408, cpu_jobs = 2, max_in_flight = 2, max_failed_logins = 10;
+  std::string grade_program;  // a stand-in for `convlab grade`, for testing the service
+  std::vector<std::string> models, deadlines;
+  int port = 8408, cpu_jobs = 2, max_in_flight = 2, max_per_hour = 30, max_failed_logins = 10;
   double time_limit_s = 7200;
   bool allow_degraded = false, keep_work = false;
   std::string executor = "local";
-  std::string grade_program;  // a stand-in for `convlab grade`, for testing the service
   SlurmSettings slurm;
   std::vector<std::string> local_only, slurm_only;  // the options given, to refuse a mix
-  std::string team;  // issue-token
+  std::string team;              // issue-token, extend
+  std::string milestone, until;  // extend
 };
 
 const Account& roster_account(const std::vector<Account>& roster, const std::string& name,
@@ -66,6 +69,40 @@ int issue_token(const ServeArgs& a) {
   return 0;
 }
 
+void check_milestone(const std::string& milestone) {
+  const auto graded = graded_milestone_ids(convlab_root());
+  if (std::find(graded.begin(), graded.end(), milestone) == graded.end()) {
+    std::string list;
+    for (const std::string& m : graded) list += (list.empty() ? "" : ", ") + m;
+    throw Error("unknown milestone '" + milestone + "': use " + list);
+  }
+}
+
+int extend(const ServeArgs& a) {
+  const auto roster = load_roster(a.roster);
+  roster_account(roster, a.team, a.roster);
+  check_milestone(a.milestone);
+  const UnixTime until = parse_time(a.until);
+  JobStore store(a.db);
+  store.set_extension(a.team, a.milestone, iso_utc(until), "admin");
+  std::cout << "team " << a.team << " may submit grade jobs for " << a.milestone << " until "
+            << utc_text(until) << " (when that is later than the milestone's deadline)"
+            << std::endl;
+  return 0;
+}
+
+std::map<std::string, UnixTime> deadlines_of(const std::vector<std::string>& options) {
+  std::map<std::string, UnixTime> out;
+  for (const std::string& text : options) {
+    const auto [milestone, at] = parse_deadline_option(text);
+    check_milestone(milestone);
+    if (!out.emplace(milestone, at).second) {
+      throw Error("--deadline names milestone " + milestone + " twice: keep one");
+    }
+  }
+  return out;
+}
+
 int serve(const ServeArgs& a) {
   if (a.roster.empty() || a.db.empty()) {
     throw Error("convlab serve needs --roster FILE and --db FILE");
@@ -73,6 +110,7 @@ int serve(const ServeArgs& a) {
   if (a.port < 0 || a.port > 65535) throw Error("--port must be 0 (any free port) to 65535");
   if (a.cpu_jobs < 0 || a.cpu_jobs > 256) throw Error("--cpu-jobs must be 0 to 256");
   if (a.max_in_flight < 1) throw Error("--max-in-flight must be at least 1");
+  if (a.max_per_hour < 0) throw Error("--max-per-hour must be 0 (no limit) or more");
   if (a.max_failed_logins < 1) throw Error("--max-failed-logins must be at least 1");
   const bool slurm = a.executor == "slurm";
   if (slurm && !a.local_only.empty()) {
@@ -84,6 +122,7 @@ int serve(const ServeArgs& a) {
     throw Error(a.slurm_only.front() + " is for --executor slurm");
   }
   const auto roster = load_roster(a.roster);
+  const auto deadlines = deadlines_of(a.deadlines);
   const fs::path db = fs::absolute(a.db);
   const fs::path work = a.work.empty() ? fs::path(db.string() + ".jobs") : fs::absolute(a.work);
   fs::create_directories(work);
@@ -141,11 +180,14 @@ int serve(const ServeArgs& a) {
 
   ApiSettings api;
   api.root = convlab_root();
+  api.db = db;
   api.staging = work / "staging";
   api.gpu_jobs = slurm || !ex.gpus.empty();
   api.max_in_flight = a.max_in_flight;
+  api.max_per_hour = a.max_per_hour;
   api.max_failed_logins = a.max_failed_logins;
   api.roster = roster;
+  api.deadlines = deadlines;
 
   Executors executors(store, ex);
   Server server(store, executors, api);
@@ -158,6 +200,10 @@ int serve(const ServeArgs& a) {
     std::cout << ex.gpus.size() << " GPU executor(s), " << ex.cpu_jobs << " CPU job(s) at once";
   }
   std::cout << ")" << std::endl;
+  for (const auto& [milestone, at] : deadlines) {
+    std::cout << "convlab serve: grade jobs for " << milestone << " close at " << utc_text(at)
+              << std::endl;
+  }
   if (!a.port_file.empty()) {
     const fs::path tmp = a.port_file + ".tmp";
     std::ofstream(tmp) << port << "\n";
@@ -238,13 +284,18 @@ void add_serve_command(CLI::App& app, int& exit_code) {
                   "slurm: seconds between two looks at Slurm's queue (default 5)")
       ->check(CLI::Range(0.1, 3600.0))
       ->each(on_slurm("--slurm-poll"));
-  // For the service's own tests: a program that stands in for `convlab grade`.
-  cmd->add_option("--grade-program", a->grade_program)->group("");
   cmd->add_option("--max-in-flight", a->max_in_flight,
                   "jobs a team may have queued or running (default 2)");
+  cmd->add_option("--max-per-hour", a->max_per_hour,
+                  "jobs a team may submit per hour (default 30; 0: no limit)");
   cmd->add_option("--max-failed-logins", a->max_failed_logins,
                   "failed logins per address and minute before 429 (default 10)");
   cmd->add_option("--time-limit", a->time_limit_s, "seconds a job may run (default 7200)");
+  cmd->add_option("--deadline", a->deadlines,
+                  "MILESTONE=TIME: grade jobs for it after TIME are refused, e.g. "
+                  "m2=2026-03-01T23:59:00Z (repeatable; extend per team with `serve extend`)");
+  // For the service's own tests: a program that stands in for `convlab grade`.
+  cmd->add_option("--grade-program", a->grade_program)->group("");
   cmd->add_flag("--allow-degraded", a->allow_degraded,
                 "grade where the sandbox lacks a feature (see convlab grade)");
   cmd->add_flag("--keep-work", a->keep_work, "keep each job's folder");
@@ -255,9 +306,19 @@ void add_serve_command(CLI::App& app, int& exit_code) {
   issue->add_option("--db", a->db, "the results database")->required();
   issue->add_option("--team", a->team, "the account")->required();
   issue->callback([a, &exit_code] { exit_code = issue_token(*a); });
+  CLI::App* ext = cmd->add_subcommand(
+      "extend",
+      "Give one team until a later time for a milestone's grade jobs (the server "
+      "reads it at the team's next grade; run it beside a running server)");
+  ext->add_option("--roster", a->roster, "the roster")->required();
+  ext->add_option("--db", a->db, "the results database")->required();
+  ext->add_option("--team", a->team, "the team")->required();
+  ext->add_option("--milestone", a->milestone, "the milestone")->required();
+  ext->add_option("--until", a->until, "its new deadline, e.g. 2026-03-08T23:59:00Z")->required();
+  ext->callback([a, &exit_code] { exit_code = extend(*a); });
   cmd->require_subcommand(0, 1);
-  cmd->callback([a, cmd, issue, &exit_code] {
-    if (issue->parsed()) return;
+  cmd->callback([a, issue, ext, &exit_code] {
+    if (issue->parsed() || ext->parsed()) return;
     exit_code = serve(*a);
   });
 }

@@ -331,7 +331,14 @@ void SlurmExecutor::Impl::look() {
     Followed& f = *it;
     bool ended = false;
     try {
-      if (const auto s = queued.find(f.slurm_job); s != queued.end()) {
+      if (store.cancel_requested(f.job.id)) {
+        // The team cancelled it (Ctrl-C in convlab submit).
+        grader::scancel(f.slurm_job);
+        f.output->forward(true);
+        store.append_output(f.job.id, note("cancelled by the team"));
+        store.finish(f.job.id, "failed", std::nullopt, "cancelled", std::nullopt);
+        ended = true;
+      } else if (const auto s = queued.find(f.slurm_job); s != queued.end()) {
         if (s->second.state == "RUNNING" && !f.running_seen) {
           f.running_seen = true;
           store.append_output(

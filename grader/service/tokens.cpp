@@ -62,4 +62,39 @@ void LoginLimiter::failed(const std::string& address, Clock::time_point now) {
   times.push_back(now);
 }
 
+void PageSessions::forget_old(Clock::time_point now) {
+  for (auto* table : {&links_, &sessions_}) {
+    std::erase_if(*table, [&](const auto& e) { return e.second.expires <= now; });
+  }
+}
+
+std::string PageSessions::new_link(const Owner& owner, Clock::time_point now) {
+  const std::string key = new_token().substr(4);
+  const std::lock_guard lock(mutex_);
+  forget_old(now);
+  links_[key] = {owner, now + kLinkLife};
+  return key;
+}
+
+std::optional<std::string> PageSessions::redeem(const std::string& key, Clock::time_point now) {
+  const std::lock_guard lock(mutex_);
+  forget_old(now);
+  const auto it = links_.find(key);
+  if (it == links_.end()) return std::nullopt;
+  const Owner owner = it->second.owner;
+  links_.erase(it);
+  const std::string session = new_token().substr(4);
+  sessions_[session] = {owner, now + kSessionLife};
+  return session;
+}
+
+std::optional<PageSessions::Owner> PageSessions::owner(const std::string& session,
+                                                       Clock::time_point now) {
+  const std::lock_guard lock(mutex_);
+  forget_old(now);
+  const auto it = sessions_.find(session);
+  if (it == sessions_.end()) return std::nullopt;
+  return it->second.owner;
+}
+
 }  // namespace convlab::service

@@ -1,12 +1,16 @@
 // `convlab submit`: sends the team's student/ files to the course's submission service
 // (`convlab serve`) and follows the job there: login, check, run, grade, status, output.
 #include <httplib.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/stat.h>
 
 #include <CLI/CLI.hpp>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -36,8 +40,53 @@ class Unreachable : public Error {
   using Error::Error;
 };
 
+// The server is too busy for what was asked (503): another way may still work.
+class Busy : public Error {
+ public:
+  using Error::Error;
+};
+
 struct Config {
   std::string server, token;
+};
+
+// Ctrl-C (SIGINT) or SIGTERM while a job is followed: a thread waits for them (they are blocked
+// in every thread meanwhile), marks the interrupt and runs `on_signal`, which cuts the
+// connection so that the follow returns at once. A second one ends the process.
+class Interrupt {
+ public:
+  explicit Interrupt(std::function<void()> on_signal) : on_signal_(std::move(on_signal)) {
+    sigemptyset(&set_);
+    sigaddset(&set_, SIGINT);
+    sigaddset(&set_, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set_, &old_);
+    watcher_ = std::thread([this] {
+      int sig = 0;
+      sigwait(&set_, &sig);
+      if (done_) return;
+      fired_ = true;
+      on_signal_();
+      sigwait(&set_, &sig);
+      if (done_) return;
+      std::_Exit(128 + sig);
+    });
+  }
+  ~Interrupt() {
+    done_ = true;
+    pthread_kill(watcher_.native_handle(), SIGINT);  // wakes the watcher's sigwait
+    watcher_.join();
+    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+  Interrupt(const Interrupt&) = delete;
+  Interrupt& operator=(const Interrupt&) = delete;
+
+  bool fired() const { return fired_; }
+
+ private:
+  std::function<void()> on_signal_;
+  sigset_t set_{}, old_{};
+  std::atomic<bool> fired_{false}, done_{false};
+  std::thread watcher_;
 };
 
 fs::path config_file() {
@@ -94,15 +143,48 @@ class Api {
                   httplib::to_string(res.error()) +
                   "; check the address (convlab submit login) and your network");
     }
-    if (res->status >= 400) {
-      const json j = json::parse(res->body, nullptr, false);
-      const std::string message = j.is_object() && j.contains("error") && j["error"].is_string()
-                                      ? j["error"].get<std::string>()
-                                      : res->body;
-      throw Error("the server refused (HTTP " + std::to_string(res->status) + "): " + message);
-    }
+    if (res->status >= 400) refused(res->status, res->body);
     return res;
   }
+
+  // GETs `path` and hands the body of a 200 reply to `receive` as it arrives; `receive`
+  // returns false to stop. An HTTP error is an Error with the server's message (Busy for
+  // 503). Returns false when the connection failed or broke before the reply's end.
+  bool stream(const std::string& path,
+              const std::function<bool(const char*, std::size_t)>& receive) {
+    const httplib::Headers headers{{"Authorization", "Bearer " + config_.token}};
+    int status = 0;
+    std::string error_body;
+    const httplib::Result res = http_.Get(
+        path, headers,
+        [&](const httplib::Response& r) {
+          status = r.status;
+          return true;
+        },
+        [&](const char* data, std::size_t n) {
+          if (status != 200) {
+            error_body.append(data, n);
+            return true;
+          }
+          return receive(data, n);
+        });
+    if (status >= 400) refused(status, error_body);
+    return static_cast<bool>(res);
+  }
+
+  [[noreturn]] static void refused(int status, const std::string& body) {
+    const json j = json::parse(body, nullptr, false);
+    const std::string message = j.is_object() && j.contains("error") && j["error"].is_string()
+                                    ? j["error"].get<std::string>()
+                                    : body;
+    const std::string text = "the server refused (HTTP " + std::to_string(status) + "): " + message;
+    if (status == 503) throw Busy(text);
+    throw Error(text);
+  }
+
+  const std::string& server() const { return config_.server; }
+  /// Cuts the connection in use (from another thread): the call in progress returns.
+  void stop() { http_.stop(); }
 
   json get_json(const std::string& path) {
     const auto res = call("GET", path);
@@ -189,15 +271,18 @@ json collect_files(const fs::path& root, const std::string& milestone) {
   return files;
 }
 
-// Prints a job's output as it grows; returns its exit status.
-int follow(Api& api, std::int64_t id) {
+// Prints a job's output from byte `from` on, asking for it again and again; returns its exit
+// status, or nullopt when `interrupt` fired first. For a server that streams no more (too many
+// streams open).
+std::optional<int> follow_by_polling(Api& api, std::int64_t id, std::int64_t from,
+                                     const Interrupt& interrupt) {
   const std::string base = "/api/v1/jobs/" + std::to_string(id);
-  std::int64_t from = 0;
   std::string last_position;
   // A server that restarts queues the job again: keep following it for a while.
   constexpr int kPatience = 60;
   int unreachable = 0;
   for (;;) {
+    if (interrupt.fired()) return std::nullopt;
     std::optional<httplib::Result> reply;
     try {
       reply.emplace(api.call("GET", base + "/output?from=" + std::to_string(from)));
@@ -241,6 +326,133 @@ int follow(Api& api, std::int64_t id) {
   }
 }
 
+// The exit status of a job that ended as the stream's last event says.
+int end_status(std::int64_t id, const json& end) {
+  if (end.value("state", "") == "failed") {
+    std::cerr << "convlab submit: job " << id << " failed: " << end.value("error", "") << "\n";
+    return 1;
+  }
+  const int code = end["exit_code"].is_number_integer() ? end["exit_code"].get<int>() : 1;
+  return code < 0 || code > 255 ? 1 : code;
+}
+
+// Prints a job's output as the server streams it, each piece as it arrives; returns the job's
+// exit status, or nullopt when `interrupt` fired first. A stream that breaks off (the server
+// restarts, the network drops) is taken up again where it stopped.
+std::optional<int> follow(Api& api, std::int64_t id, const Interrupt& interrupt) {
+  const std::string base = "/api/v1/jobs/" + std::to_string(id);
+  std::int64_t from = 0;
+  int last_position = -1;
+  // A server that restarts queues the job again: keep following it for a while.
+  constexpr int kPatience = 60;
+  int unreachable = 0;
+  for (;;) {
+    std::optional<json> end;
+    std::string pending, bad;
+    bool got_event = false;
+    const auto event = [&](const std::string& line) {
+      const json e = json::parse(line, nullptr, false);
+      if (!e.is_object()) {
+        bad = line;
+        return false;
+      }
+      got_event = true;
+      if (e.contains("output") && e["output"].is_string()) {
+        std::cout << e["output"].get<std::string>() << std::flush;
+        from = e.value("next", from);
+      } else if (e.value("end", false)) {
+        end = e;
+      } else if (e.value("state", "") == "queued") {
+        const int position = e.value("position", 0);
+        if (position != last_position) {
+          std::cerr << "waiting in the queue: position " << position << "\n";
+          last_position = position;
+        }
+      }
+      return true;
+    };
+    bool connected = false;
+    try {
+      connected = api.stream(
+          base + "/stream?from=" + std::to_string(from), [&](const char* data, std::size_t n) {
+            if (interrupt.fired()) return false;
+            pending.append(data, n);
+            for (std::size_t nl; (nl = pending.find('\n')) != std::string::npos;) {
+              if (!event(pending.substr(0, nl))) return false;
+              pending.erase(0, nl + 1);
+            }
+            return true;
+          });
+    } catch (const Busy& e) {
+      std::cerr << "convlab submit: " << e.what() << "\nconvlab submit: asking for the output "
+                << "every 0.4 s instead\n";
+      return follow_by_polling(api, id, from, interrupt);
+    }
+    if (interrupt.fired()) return std::nullopt;
+    if (!bad.empty()) {
+      throw Error("the server sent a stream this convlab does not read (" + bad.substr(0, 80) +
+                  "): update convlab");
+    }
+    if (end) return end_status(id, *end);
+    // The stream broke off before the job's end: take it up again where it stopped.
+    if (connected && got_event) continue;
+    if (got_event) unreachable = 0;
+    if (++unreachable > kPatience) {
+      throw Unreachable("lost the server " + api.server() + " for " + std::to_string(kPatience) +
+                        " s; the job goes on there: follow it later with `convlab submit "
+                        "output " +
+                        std::to_string(id) + "`");
+    }
+    if (unreachable == 1) {
+      std::cerr << "convlab submit: lost the server; trying again for " << kPatience
+                << " s (the job goes on there)\n";
+    }
+    for (int i = 0; i < 10 && !interrupt.fired(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+}
+
+// Asks the server to cancel job `id`; says what became of it. Returns false when the server
+// refused or could not be reached.
+bool cancel_job(const Config& config, std::int64_t id) {
+  try {
+    Api api(config);
+    const auto res = api.call("POST", "/api/v1/jobs/" + std::to_string(id) + "/cancel");
+    const json j = json::parse(res->body, nullptr, false);
+    const bool running = j.is_object() && j.value("cancel", "") == "cancelling";
+    std::cerr << "convlab submit: job " << id
+              << (running ? " is being stopped on the server" : " cancelled before it started")
+              << "\n";
+    return true;
+  } catch (const Error& e) {
+    std::cerr << "convlab submit: could not cancel job " << id << ": " << e.what() << "\n";
+    return false;
+  }
+}
+
+// Follows job `id`; Ctrl-C either cancels it on the server (`cancel_on_interrupt`: the job
+// this command submitted) or only stops following it.
+int follow_or_cancel(Api& api, const Config& config, std::int64_t id, bool cancel_on_interrupt) {
+  std::optional<int> code;
+  {
+    Interrupt interrupt([&api] { api.stop(); });
+    code = follow(api, id, interrupt);
+  }
+  if (code) return *code;
+  std::cerr << "\n";
+  if (cancel_on_interrupt) {
+    if (!cancel_job(config, id)) {
+      std::cerr << "convlab submit: the job may go on; stop it with `convlab submit cancel " << id
+                << "`\n";
+    }
+  } else {
+    std::cerr << "convlab submit: stopped following job " << id
+              << "; it goes on (`convlab submit cancel " << id << "` stops it)\n";
+  }
+  return 130;
+}
+
 int submit_job(const SubmitArgs& a, const std::string& command) {
   Config config = load_config();
   const fs::path root = checkout(a.dir);
@@ -267,12 +479,23 @@ int submit_job(const SubmitArgs& a, const std::string& command) {
     std::cerr << " started";
   }
   std::cerr << " (your team may have " << job.value("limit_in_flight", 0)
-            << " jobs queued or running at once)\n";
+            << " jobs queued or running at once";
+  if (job.value("limit_per_hour", 0) > 0) {
+    std::cerr << ", and submit " << job["limit_per_hour"]
+              << " an hour: " << job.value("jobs_last_hour", 0) << " so far";
+  }
+  std::cerr << ")\n";
+  if (job.contains("deadline") && job["deadline"].is_string()) {
+    std::cerr << "your last grade of " << a.milestone << " submitted before "
+              << job["deadline"].get<std::string>()
+              << (job.value("extended", false) ? " (your extension)" : "")
+              << " is the one that counts\n";
+  }
   if (a.no_wait) {
     std::cout << id << "\n";
     return 0;
   }
-  return follow(api, id);
+  return follow_or_cancel(api, config, id, true);
 }
 
 int status() {
@@ -285,8 +508,50 @@ int status() {
     if (job.contains("position")) std::cout << " (position " << job["position"] << ")";
     if (job["exit_code"].is_number_integer()) std::cout << ", exit " << job["exit_code"];
     if (!job.value("error", "").empty()) std::cout << ", " << job["error"].get<std::string>();
+    if (job.value("counts", false)) std::cout << " (the grade that counts)";
     std::cout << "  " << job.value("submitted_at", "") << "\n";
   }
+  const json d = api.get_json("/api/v1/deadlines");
+  for (const json& row : d.value("deadlines", json::array())) {
+    std::cout << "milestone " << row.value("milestone", "?") << ": ";
+    if (row["deadline"].is_string()) {
+      std::cout << "grades close " << row["deadline"].get<std::string>()
+                << (row.value("extended", false) ? " (extended for your team)" : "")
+                << (row.value("passed", false) ? ", passed" : "");
+    } else {
+      std::cout << "no deadline";
+    }
+    if (row["counted_job"].is_number_integer()) {
+      std::cout << "; the grade that counts: job " << row["counted_job"].get<std::int64_t>();
+    }
+    std::cout << "\n";
+  }
+  return 0;
+}
+
+// A link that opens the team's pages (`job` > 0: that job's) in a browser; the token stays out
+// of the URL.
+int history(std::int64_t job) {
+  const Config config = load_config();
+  Api api(config);
+  const auto res = api.call("POST", "/api/v1/page-link");
+  const json j = json::parse(res->body, nullptr, false);
+  if (!j.is_object() || !j.contains("url") || !j["url"].is_string()) {
+    throw Error("the server sent no link: is it a convlab submission service?");
+  }
+  std::cout << "Your team's jobs, reports and deadlines, in your browser (the link works once, "
+               "within "
+            << j.value("expires_in_s", 0) / 60 << " minutes):\n  " << config.server
+            << j["url"].get<std::string>() << (job > 0 ? "?job=" + std::to_string(job) : "")
+            << "\n";
+  return 0;
+}
+
+int ranking(const std::string& milestone) {
+  const Config config = load_config();
+  Api api(config);
+  std::cout << api.call("GET", "/leaderboard/" + milestone + "?format=text")->body
+            << "The page: " << config.server << "/leaderboard/" << milestone << "\n";
   return 0;
 }
 
@@ -329,12 +594,29 @@ void add_submit_command(CLI::App& app, int& exit_code) {
   CLI::App* status_cmd = cmd->add_subcommand("status", "Your team's jobs, newest first");
   status_cmd->callback([&exit_code] { exit_code = status(); });
 
+  CLI::App* history_cmd = cmd->add_subcommand(
+      "history", "A link that opens your team's jobs, reports and deadlines in a browser");
+  history_cmd->add_option("id", a->job, "open this job's page (default: the list of jobs)");
+  history_cmd->callback([a, &exit_code] { exit_code = history(a->job); });
+
+  CLI::App* ranking_cmd =
+      cmd->add_subcommand("ranking", "The class's leaderboard (anonymised) for a milestone");
+  ranking_cmd->add_option("milestone", a->milestone, "m2, m3 or final (default: final)")
+      ->check(CLI::IsMember(graded_milestone_ids()));
+  ranking_cmd->callback(
+      [a, &exit_code] { exit_code = ranking(a->milestone.empty() ? "final" : a->milestone); });
+
   CLI::App* output_cmd = cmd->add_subcommand("output", "Follow a job's output to its end");
   output_cmd->add_option("id", a->job, "the job's number")->required();
   output_cmd->callback([a, &exit_code] {
-    Api api(load_config());
-    exit_code = follow(api, a->job);
+    const Config config = load_config();
+    Api api(config);
+    exit_code = follow_or_cancel(api, config, a->job, false);
   });
+
+  CLI::App* cancel_cmd = cmd->add_subcommand("cancel", "Stop a job of your team's");
+  cancel_cmd->add_option("id", a->job, "the job's number")->required();
+  cancel_cmd->callback([a, &exit_code] { exit_code = cancel_job(load_config(), a->job) ? 0 : 1; });
 }
 
 }  // namespace convlab::submit

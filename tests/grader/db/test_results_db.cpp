@@ -472,6 +472,41 @@ TEST_CASE("best_per_team takes each team's fastest correct run") {
   CHECK(db.best_per_team("m2").empty());
 }
 
+TEST_CASE("a team that grades through the service is ranked by its last submitted grade") {
+  test::TempDir dir;
+  const fs::path file = dir.path() / "r.sqlite";
+  ResultsDb db(file);
+  const std::int64_t fast = db.record(grade("alpha", 0.001), "{}");
+  const std::int64_t last = db.record(grade("alpha", 0.004), "{}");
+  const std::int64_t failed = db.record(grade("beta", std::nullopt), "{}");
+  db.record(grade("beta", 0.002), "{}");  // recorded outside the service: beta's last job rules
+  db.record(grade("gamma", 0.003), "{}");
+  db.record(grade("gamma", 0.005), "{}");
+  sqlite::Connection c(file, false);
+  const auto job = [&](const std::string& team, const std::string& command, std::int64_t run) {
+    c.exec(
+        "INSERT INTO jobs (team, command, milestone, args_json, files_json, device, state, "
+        "run_id) VALUES ('" +
+        team + "', '" + command +
+        "', 'final', '{}', '{}', 'gpu', "
+        "'done', " +
+        std::to_string(run) + ")");
+  };
+  job("alpha", "grade", fast);
+  job("alpha", "grade", last);
+  job("alpha", "check", fast);  // not a grade: never counts
+  job("beta", "grade", failed);
+
+  const std::vector<TeamBest> best = db.best_per_team("final");
+  REQUIRE(best.size() == 2);  // beta's last grade failed: beta is not ranked
+  CHECK(best[0].team == "gamma");
+  CHECK(best[0].op_time_s == doctest::Approx(0.003));  // no submission: its fastest run
+  CHECK_FALSE(best[0].submitted);
+  CHECK(best[1].team == "alpha");
+  CHECK(best[1].run_id == last);
+  CHECK(best[1].submitted);
+}
+
 TEST_CASE("eight graders writing to one new database at once lose no row") {
   constexpr int kGraders = 8, kRunsEach = 50, kChecksEach = 6;
   test::TempDir dir;

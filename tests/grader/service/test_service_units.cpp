@@ -1,7 +1,7 @@
 // The submission service's parts without a server: tokens and their digests, the limit on
 // failed logins, the roster, the allow-list of job requests, the grade's argument vector, the
 // queue's order, output chunks and recovery after a restart, a job's output sent on in lines,
-// and the Slurm executor's batch script.
+// the Slurm executor's batch script, deadlines and the grade that counts.
 #include <doctest/doctest.h>
 
 #include <fstream>
@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "grader/db/results_db.hpp"
+#include "grader/service/deadlines.hpp"
 #include "grader/service/job_output.hpp"
 #include "grader/service/job_request.hpp"
 #include "grader/service/job_store.hpp"
@@ -341,4 +343,116 @@ TEST_CASE("a job's output goes on in whole lines, its folder shown as job/, capp
   CHECK(job_exit_code(job, 2, std::nullopt) == 2);
   job.command = "grade";  // any score
   CHECK(job_exit_code(job, 0, std::string(R"({"checks": [{"status": "failed"}]})")) == 0);
+}
+
+TEST_CASE("deadlines: times with a zone, shown in UTC; an extension only moves one later") {
+  CHECK(parse_time("2026-03-01T23:59:00Z") == 1772409540);
+  CHECK(parse_time("2026-03-01T23:59Z") == 1772409540);
+  CHECK(parse_time("2026-03-01 23:59:00Z") == 1772409540);
+  CHECK(parse_time("2026-03-02T00:59:00+01:00") == 1772409540);
+  CHECK(parse_time("2026-03-01T18:59:00-05:00") == 1772409540);
+  CHECK(utc_text(1772409540) == "2026-03-01 23:59:00 UTC");
+  CHECK(iso_utc(1772409540) == "2026-03-01T23:59:00Z");
+  CHECK(error_of([] { parse_time("2026-03-01T23:59:00"); }).find("a zone are needed") !=
+        std::string::npos);
+  CHECK(error_of([] { parse_time("2026-02-29T12:00Z"); }).find("no such day") !=
+        std::string::npos);  // 2026 is no leap year
+  CHECK(error_of([] { parse_time("2026-03-01T24:00Z"); }).find("out of range") !=
+        std::string::npos);
+  CHECK(error_of([] { parse_time("next friday"); }).find("2026-03-01T23:59:00Z (UTC)") !=
+        std::string::npos);
+  const auto [milestone, at] = parse_deadline_option("final=2026-03-01T23:59Z");
+  CHECK(milestone == "final");
+  CHECK(at == 1772409540);
+  CHECK(error_of([] { parse_deadline_option("=2026-03-01T23:59Z"); }).find("MILESTONE=TIME") !=
+        std::string::npos);
+
+  const std::map<std::string, UnixTime> deadlines{{"m2", 1000}};
+  CHECK_FALSE(team_deadline(deadlines, "m3", 5000));  // no deadline: none to extend
+  CHECK(team_deadline(deadlines, "m2", std::nullopt)->at == 1000);
+  CHECK_FALSE(team_deadline(deadlines, "m2", std::nullopt)->extended);
+  CHECK(team_deadline(deadlines, "m2", 2000)->at == 2000);
+  CHECK(team_deadline(deadlines, "m2", 2000)->extended);
+  CHECK(team_deadline(deadlines, "m2", 500)->at == 1000);  // never earlier than the class's
+}
+
+TEST_CASE("the queue links a grade job to the run it recorded; extensions per team") {
+  convlab::test::TempDir tmp;
+  const fs::path file = tmp.path() / "results.sqlite";
+  JobStore store(file);
+  JobSpec spec;
+  spec.team = "alpha";
+  spec.command = "grade";
+  spec.milestone = "m2";
+  spec.device = "cpu";
+  spec.args_json = "{}";
+  spec.files = {{"student/m2/conv_cpu.cpp", "int x;\n"}};
+  const auto first = store.enqueue(spec), second = store.enqueue(spec);
+  spec.command = "check";
+  const auto check = store.enqueue(spec);
+  convlab::grader::GradeResult g;
+  g.team = "alpha";
+  g.milestone = "m2";
+  g.started_at = "2026-01-01T00:00:00Z";
+  const std::string report = R"({"schema": "convlab-grade-report/1", "seed": 1})";
+  const std::int64_t run = convlab::grader::ResultsDb(file).record(g, report);
+
+  store.finish(first, "done", 0, "", report);
+  CHECK(store.get(first)->run_id == run);
+  CHECK(store.counted_jobs("alpha") == std::map<std::string, std::int64_t>{{"m2", first}});
+  store.finish(check, "done", 0, "", report);  // a check job records no run
+  CHECK_FALSE(store.get(check)->run_id);
+  store.finish(second, "failed", std::nullopt, "killed", std::nullopt);  // no run: first stays
+  CHECK(store.counted_jobs("alpha").at("m2") == first);
+  CHECK(store.counted_jobs("beta").empty());
+
+  store.set_extension("alpha", "m2", "2026-03-01T23:59:00Z", "prof");
+  store.set_extension("alpha", "m2", "2026-03-02T23:59:00Z", "prof");  // replaces
+  CHECK(store.extensions("alpha") ==
+        std::map<std::string, std::string>{{"m2", "2026-03-02T23:59:00Z"}});
+  CHECK(store.extensions("beta").empty());
+}
+
+TEST_CASE("the queue: limits per team in flight and per hour; cancelling queued or running") {
+  convlab::test::TempDir tmp;
+  JobStore store(tmp.path() / "results.sqlite");
+  JobSpec spec;
+  spec.team = "alpha";
+  spec.command = "check";
+  spec.milestone = "m2";
+  spec.device = "cpu";
+  spec.args_json = "{}";
+  spec.files = {{"student/m2/conv_cpu.cpp", "int x;\n"}};
+  const auto first = store.admit(spec, 5, 2);
+  REQUIRE(first.id);
+  CHECK(first.last_hour == 0);
+  const auto second = store.admit(spec, 5, 2);
+  REQUIRE(second.id);
+  const auto third = store.admit(spec, 5, 2);
+  CHECK_FALSE(third.id);  // two this hour already
+  CHECK(third.last_hour == 2);
+  CHECK(third.in_flight == 2);
+  CHECK(third.hour_frees_at.size() == 20);  // 2026-...T...Z
+  CHECK(store.admit(spec, 5, 0).id);        // 0: no hourly limit
+  CHECK_FALSE(store.admit(spec, 3, 0).id);  // three in flight
+
+  const std::uint64_t before = store.generation();
+  CHECK(store.cancel(*first.id) == "cancelled");  // queued: over at once
+  CHECK(store.generation() != before);
+  CHECK(store.get(*first.id)->state == "failed");
+  CHECK(store.get(*first.id)->error == "cancelled");
+  CHECK(store.output(*first.id, 0).text.find("cancelled by the team") != std::string::npos);
+  const auto running = store.claim("cpu");
+  REQUIRE(running);
+  CHECK(running->first.id == *second.id);
+  CHECK_FALSE(store.cancel_requested(*second.id));
+  CHECK(store.cancel(*second.id) == "cancelling");  // running: its executor stops it
+  CHECK(store.cancel_requested(*second.id));
+  CHECK(store.get(*second.id)->state == "running");
+  CHECK(store.cancel(*first.id) == "failed");  // over already
+  CHECK(store.cancel(999).empty());
+  // A restart does not run again a job its team cancelled.
+  CHECK(store.recover_interrupted() == 1);
+  CHECK(store.get(*second.id)->state == "failed");
+  CHECK(store.get(*second.id)->error == "cancelled");
 }
