@@ -26,9 +26,6 @@ using nlohmann::json;
 
 namespace {
 
-// Connections served at once.
-constexpr std::size_t kHttpThreads = 128;
-
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 void reply(Response& res, int status, const json& body) {
@@ -655,7 +652,6 @@ struct Server::Impl {
   }
 
   void routes() {
-    http.new_task_queue = [] { return new httplib::ThreadPool(kHttpThreads); };
     http.set_payload_max_length(kMaxBodyBytes);
     // A client following its job keeps its connection open between polls and holds a worker
     // meanwhile: with the library's default pool (8 workers) every further follower waits.
