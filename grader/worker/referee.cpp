@@ -318,17 +318,64 @@ struct Runner {
   std::function<convlab::NetworkRun(const convlab::Tensor&, const convlab::TimingOptions&)> run;
 };
 
-json task_network(const Args& a) {
-  const convlab::Model model = convlab::load_model(a.model);
-  convlab::data::IdxArray idx = convlab::data::read_idx_gz(a.images);
+// The images of a network task: gzipped IDX, [count][rows][cols] bytes, no labels.
+convlab::data::Dataset read_images(const std::string& path) {
+  convlab::data::IdxArray idx = convlab::data::read_idx_gz(path);
   if (idx.dims.size() != 3 || idx.dims[0] < 1) {
-    throw Error(a.images + " must hold images as [count][rows][cols] bytes");
+    throw Error(path + " must hold images as [count][rows][cols] bytes");
   }
   convlab::data::Dataset images;
   images.count = idx.dims[0];
   images.rows = static_cast<int>(idx.dims[1]);
   images.cols = static_cast<int>(idx.dims[2]);
   images.pixels = std::move(idx.values);
+  return images;
+}
+
+// Warm-up and timed passes on fresh inputs, every timed call verified; then, with
+// --reference, the same inputs through the library once the team's run is over.
+void timed_passes(const Args& a, const convlab::Model& model, const convlab::data::Dataset& images,
+                  int warmup, grader::RemoteConv& team, const Runner& team_runner,
+                  const Runner& library_runner, json& out) {
+  // Every call's time is the referee's own measurement of the remote call.
+  const convlab::TimingOptions once(0, 1, [&team](const std::function<void()>& call) {
+    call();
+    return team.last_seconds();
+  });
+  const convlab::TimingOptions own_clock{0, 1};
+  // Warm-up and timed passes on fresh inputs, every timed call verified.
+  std::vector<convlab::Tensor> inputs;
+  for (int pass = 0; pass < warmup + a.runs; ++pass) {
+    inputs.push_back(noisy_pass_input(images, model.input_scale, *a.noise_seed, pass));
+  }
+  std::vector<convlab::NetworkRun> team_runs, library_runs;
+  for (int pass = 0; pass < warmup + a.runs; ++pass) {
+    team.set_verify(pass >= warmup);
+    convlab::NetworkRun r = team_runner.run(inputs[static_cast<std::size_t>(pass)], once);
+    if (pass >= warmup) team_runs.push_back(std::move(r));
+  }
+  team.set_verify(false);
+  if (a.reference) {
+    // The same inputs through the library, once the team's run is over.
+    team.quit();
+    wait_for_team_gone();
+    for (int pass = 0; pass < warmup + a.runs; ++pass) {
+      convlab::NetworkRun ref =
+          library_runner.run(inputs[static_cast<std::size_t>(pass)], own_clock);
+      if (pass >= warmup) library_runs.push_back(std::move(ref));
+    }
+  }
+  out["warmup_passes"] = warmup;
+  out["timed_passes"] = a.runs;
+  out["noise_seed"] = *a.noise_seed;
+  out["timing"] = timing_json(merged(team_runs));
+  out["verification"] = verification_json(team.verification());
+  if (a.reference) out["reference"] = timing_json(merged(library_runs));
+}
+
+json task_network(const Args& a) {
+  const convlab::Model model = convlab::load_model(a.model);
+  const convlab::data::Dataset images = read_images(a.images);
   const convlab::Tensor input = images.images(images.count, model.input_scale);
 
   const bool gpu = runs_on_gpu(a.variant);
@@ -339,7 +386,6 @@ json task_network(const Args& a) {
     call();
     return team.last_seconds();
   });
-  const convlab::TimingOptions own_clock{0, 1};
   const int warmup = a.warmup >= 0 ? a.warmup : (gpu ? 1 : 0);
   json out = {{"variant", a.variant}, {"device", gpu ? "gpu" : "cpu"}, {"images", images.count}};
   out["gpu"] = nullptr;
@@ -409,37 +455,8 @@ json task_network(const Args& a) {
     };
   }
 #endif
-  // Warm-up and timed passes on fresh inputs, every timed call verified.
-  std::vector<convlab::Tensor> inputs;
-  for (int pass = 0; pass < warmup + a.runs; ++pass) {
-    inputs.push_back(noisy_pass_input(images, model.input_scale, *a.noise_seed, pass));
-  }
-  std::vector<convlab::NetworkRun> team_runs, library_runs;
-  for (int pass = 0; pass < warmup + a.runs; ++pass) {
-    team.set_verify(pass >= warmup);
-    convlab::NetworkRun r = team_runner.run(inputs[static_cast<std::size_t>(pass)], once);
-    if (pass >= warmup) team_runs.push_back(std::move(r));
-  }
-  team.set_verify(false);
-  if (a.reference) {
-    // The same inputs through the library, once the team's run is over.
-    team.quit();
-    wait_for_team_gone();
-    for (int pass = 0; pass < warmup + a.runs; ++pass) {
-      convlab::NetworkRun ref =
-          library_runner.run(inputs[static_cast<std::size_t>(pass)], own_clock);
-      if (pass >= warmup) library_runs.push_back(std::move(ref));
-    }
-  }
-  out["warmup_passes"] = warmup;
-  out["timed_passes"] = a.runs;
-  out["noise_seed"] = *a.noise_seed;
-  out["timing"] = timing_json(merged(team_runs));
-  out["verification"] = verification_json(team.verification());
-  if (a.reference) {
-    out["reference"] = timing_json(merged(library_runs));
-    out["reference"]["name"] = reference_name;
-  }
+  timed_passes(a, model, images, warmup, team, team_runner, library_runner, out);
+  if (a.reference) out["reference"]["name"] = reference_name;
   return out;
 }
 
