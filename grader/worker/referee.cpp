@@ -53,18 +53,18 @@
 #include "datasets/idx.hpp"
 #include "grader/worker/protocol.hpp"
 #include "grader/worker/remote_conv.hpp"
-#include "reference/conv/library_conv.hpp"
 #include "reference/conv/variant_table.hpp"
 #include "reference/core/error.hpp"
 #include "reference/model/model.hpp"
 #include "reference/network/network.hpp"
+#include "reference/network/runner.hpp"
 
 #ifdef CONVLAB_HAVE_CUDA
-#include "reference/conv/cudnn_conv.hpp"
 #include "reference/core/cuda_check.hpp"
 #include "reference/core/cuda_stream.hpp"
 #include "reference/core/device_buffer.hpp"
 #include "reference/network/network_gpu.hpp"
+#include "reference/network/runner_gpu.hpp"
 #endif
 
 namespace {
@@ -313,10 +313,13 @@ json verification_json(const grader::Verification& v) {
   return j;
 }
 
-// How one network pass calls the convolution: the team's (remote) or the library's.
-struct Runner {
-  std::function<convlab::NetworkRun(const convlab::Tensor&, const convlab::TimingOptions&)> run;
-};
+// One call per pass, timed by the referee's own measurement of the remote call.
+convlab::TimingOptions referee_clock(const grader::RemoteConv& team) {
+  return convlab::TimingOptions(0, 1, [&team](const std::function<void()>& call) {
+    call();
+    return team.last_seconds();
+  });
+}
 
 // The images of a network task: gzipped IDX, [count][rows][cols] bytes, no labels.
 convlab::data::Dataset read_images(const std::string& path) {
@@ -335,15 +338,9 @@ convlab::data::Dataset read_images(const std::string& path) {
 // Warm-up and timed passes on fresh inputs, every timed call verified; then, with
 // --reference, the same inputs through the library once the team's run is over.
 void timed_passes(const Args& a, const convlab::Model& model, const convlab::data::Dataset& images,
-                  int warmup, grader::RemoteConv& team, const Runner& team_runner,
-                  const Runner& library_runner, json& out) {
-  // Every call's time is the referee's own measurement of the remote call.
-  const convlab::TimingOptions once(0, 1, [&team](const std::function<void()>& call) {
-    call();
-    return team.last_seconds();
-  });
+                  int warmup, grader::RemoteConv& team, const convlab::NetworkRunner& team_runner,
+                  const convlab::NetworkRunner& library, json& out) {
   const convlab::TimingOptions own_clock{0, 1};
-  // Warm-up and timed passes on fresh inputs, every timed call verified.
   std::vector<convlab::Tensor> inputs;
   for (int pass = 0; pass < warmup + a.runs; ++pass) {
     inputs.push_back(noisy_pass_input(images, model.input_scale, *a.noise_seed, pass));
@@ -351,17 +348,16 @@ void timed_passes(const Args& a, const convlab::Model& model, const convlab::dat
   std::vector<convlab::NetworkRun> team_runs, library_runs;
   for (int pass = 0; pass < warmup + a.runs; ++pass) {
     team.set_verify(pass >= warmup);
-    convlab::NetworkRun r = team_runner.run(inputs[static_cast<std::size_t>(pass)], once);
+    convlab::NetworkRun r =
+        team_runner(inputs[static_cast<std::size_t>(pass)], referee_clock(team));
     if (pass >= warmup) team_runs.push_back(std::move(r));
   }
   team.set_verify(false);
   if (a.reference) {
-    // The same inputs through the library, once the team's run is over.
     team.quit();
     wait_for_team_gone();
     for (int pass = 0; pass < warmup + a.runs; ++pass) {
-      convlab::NetworkRun ref =
-          library_runner.run(inputs[static_cast<std::size_t>(pass)], own_clock);
+      convlab::NetworkRun ref = library(inputs[static_cast<std::size_t>(pass)], own_clock);
       if (pass >= warmup) library_runs.push_back(std::move(ref));
     }
   }
@@ -373,65 +369,57 @@ void timed_passes(const Args& a, const convlab::Model& model, const convlab::dat
   if (a.reference) out["reference"] = timing_json(merged(library_runs));
 }
 
+// The team's convolution in the network runner that `convlab run` uses: on the GPU with the
+// variant's fused launcher where it offers one (a stub falls back to the plain launcher inside
+// the runner).
+convlab::NetworkRunner team_runner(const convlab::Model& model, grader::RemoteConv& team,
+                                   const std::string& variant, bool gpu) {
+  if (!gpu) {
+    return convlab::cpu_runner(
+        model,
+        [&team](float* y, const float* x, const float* k, const ConvShape& s) {
+          team.cpu(y, x, k, s);
+        },
+        variant);
+  }
+#ifdef CONVLAB_HAVE_CUDA
+  convlab::GpuConvTanhPoolCall fused = nullptr;
+  if (team.has_fused()) {
+    fused = [&team](float* y, const float* x, const float* k, const ConvShape& s,
+                    const convlab::PoolShape& p,
+                    cudaStream_t st) { team.gpu_fused(y, x, k, s, p.size, st); };
+  }
+  return convlab::gpu_runner(
+      model,
+      [&team](float* y, const float* x, const float* k, const ConvShape& s, cudaStream_t st) {
+        team.gpu(y, x, k, s, st);
+      },
+      std::move(fused), variant);
+#else
+  throw Error("variant '" + variant + "' runs on the GPU, but this harness was built without CUDA");
+#endif
+}
+
 json task_network(const Args& a) {
   const convlab::Model model = convlab::load_model(a.model);
   const convlab::data::Dataset images = read_images(a.images);
   const convlab::Tensor input = images.images(images.count, model.input_scale);
 
-  const bool gpu = runs_on_gpu(a.variant);
+  const convlab::Device device = convlab::find_variant(a.variant).device;
+  const bool gpu = device == convlab::Device::gpu;
   if (gpu) require_gpu(a.variant);
   grader::RemoteConv team(team_socket(), a.variant, a.staged);
-  // Every call's time is the referee's own measurement of the remote call.
-  const convlab::TimingOptions once(0, 1, [&team](const std::function<void()>& call) {
-    call();
-    return team.last_seconds();
-  });
-  const int warmup = a.warmup >= 0 ? a.warmup : (gpu ? 1 : 0);
+  // Warm-up passes: as many as `convlab run` makes warm-up calls, unless --warmup says.
+  const int warmup = a.warmup >= 0 ? a.warmup : convlab::warmup_calls(device);
   json out = {{"variant", a.variant}, {"device", gpu ? "gpu" : "cpu"}, {"images", images.count}};
   out["gpu"] = nullptr;
-  Runner team_runner, library_runner;
-  std::string reference_name;
-  if (!gpu) {
-    team_runner.run = [&](const convlab::Tensor& in, const convlab::TimingOptions& t) {
-      return convlab::run_network_cpu(
-          model, in,
-          [&](float* y, const float* x, const float* k, const ConvShape& s) {
-            team.cpu(y, x, k, s);
-          },
-          t);
-    };
-    reference_name = "cpu_reference";
-    library_runner.run = [&](const convlab::Tensor& in, const convlab::TimingOptions& t) {
-      return convlab::run_network_cpu(model, in, convlab::conv_forward_reference, t);
-    };
-  } else {
 #ifdef CONVLAB_HAVE_CUDA
-    out["gpu"] = gpu_json();
-    // As `convlab run`: the variant's fused launcher where it offers one (a stub falls back to
-    // the plain launcher inside the runner), and cuDNN fused exactly when the team's run was.
-    const bool offers_fused = team.has_fused();
-    team_runner.run = [&, offers_fused](const convlab::Tensor& in, const convlab::TimingOptions& t) {
-      const convlab::GpuConvTanhPoolCall fused =
-          offers_fused ? convlab::GpuConvTanhPoolCall([&](float* y, const float* x, const float* k,
-                                                          const ConvShape& s,
-                                                          const convlab::PoolShape& p,
-                                                          cudaStream_t st) {
-            team.gpu_fused(y, x, k, s, p.size, st);
-          })
-                       : nullptr;
-      return convlab::run_network_gpu(
-          model, in,
-          [&](float* y, const float* x, const float* k, const ConvShape& s, cudaStream_t st) {
-            team.gpu(y, x, k, s, st);
-          },
-          fused, a.variant, t);
-    };
-    reference_name = "cudnn";
+  if (gpu) out["gpu"] = gpu_json();
 #endif
-  }
+  const convlab::NetworkRunner runner = team_runner(model, team, a.variant, gpu);
 
   // The count: one pass on the real images, in the file's order.
-  const convlab::NetworkRun count = team_runner.run(input, once);
+  const convlab::NetworkRun count = runner(input, referee_clock(team));
   json passes = json::array();
   passes.push_back({{"offset", 0}, {"predictions", convlab::predictions(count.output)}});
   out["passes"] = passes;
@@ -441,22 +429,11 @@ json task_network(const Args& a) {
   out["verification"] = nullptr;
   if (a.runs == 0 || a.staged) return out;
 
-#ifdef CONVLAB_HAVE_CUDA
-  if (gpu) {
-    const auto& layers = count.conv_layers;
-    const bool fused =
-        std::any_of(layers.begin(), layers.end(), [](const auto& t) { return !t.fused.empty(); });
-    const convlab::GpuConvTanhPoolCall cudnn_fused =
-        fused ? convlab::GpuConvTanhPoolCall(convlab::conv_tanh_maxpool_cudnn) : nullptr;
-    library_runner.run = [&, cudnn_fused](const convlab::Tensor& in,
-                                          const convlab::TimingOptions& t) {
-      return convlab::run_network_gpu(model, in, convlab::conv_forward_cudnn, cudnn_fused,
-                                      "cuDNN", t);
-    };
-  }
-#endif
-  timed_passes(a, model, images, warmup, team, team_runner, library_runner, out);
-  if (a.reference) out["reference"]["name"] = reference_name;
+  // As `convlab run`: cuDNN fused exactly when the team's run was.
+  const convlab::NetworkRunner library =
+      convlab::library_runner(model, device, convlab::Precision::fp32, convlab::any_fused(count));
+  timed_passes(a, model, images, warmup, team, runner, library, out);
+  if (a.reference) out["reference"]["name"] = gpu ? "cudnn" : "cpu_reference";
   return out;
 }
 

@@ -7,32 +7,23 @@
 #include <string_view>
 
 #include "datasets/fashion_mnist.hpp"
-#include "reference/conv/library_conv.hpp"
 #include "reference/core/error.hpp"
 #include "reference/driver/check_command.hpp"
 #include "reference/driver/run_steps.hpp"
 #include "reference/model/model.hpp"
 #include "reference/network/exact.hpp"
+#include "reference/network/runner.hpp"
 
 #ifdef CONVLAB_HAVE_CUDA
-#include "reference/conv/cudnn_conv.hpp"
 #include "reference/core/cuda_check.hpp"
 #include "reference/device/peak.hpp"
-#include "reference/network/network_gpu.hpp"
+#include "reference/network/runner_gpu.hpp"
 #include "reference/profile/profiler.hpp"
 #endif
 
 namespace convlab {
 
 namespace {
-
-// The GPU makes one untimed warm-up call first (module loading, first-touch costs).
-// One warm-up, the asked runs, and each conv layer's Layer Time beside its Op Time.
-[[maybe_unused]] TimingOptions gpu_timing(const RunPlan& plan) {
-  TimingOptions t{1, plan.opt.runs};
-  t.layer_time = true;
-  return t;
-}
 
 // Runs `body` and records its outcome; a stub or a failing kernel marks that run, not the
 // whole command, when several runs share one invocation.
@@ -81,12 +72,6 @@ void mark_wrong(RunRecord& rec) {
       "(printed above); the network did not run";
 }
 
-// The conv layers of `run` whose timed call also computed the tanh and max-pool after them.
-[[maybe_unused]] bool any_fused(const NetworkRun& run) {
-  return std::any_of(run.conv_layers.begin(), run.conv_layers.end(),
-                     [](const ConvLayerTime& t) { return !t.fused.empty(); });
-}
-
 #ifdef CONVLAB_HAVE_CUDA
 // The GPU variants --variant names: one, or all of the milestone's (baseline first, so that
 // every other variant has a speedup to show).
@@ -128,8 +113,9 @@ void run_gpu_variants(const RunPlan& plan, const Model& model, const Tensor& inp
     attempt(rec, all, [&] {
       const GpuConvTanhPoolFn fused = plan.fuse ? v->fused_launcher(opt.impl) : nullptr;
       const auto n = static_cast<int>(input.shape()[0]);
-      const auto conv = bind_workspace(v->launcher(opt.impl), model.conv_shapes(n));
-      return run_network_gpu(model, input, conv, fused, rec.label, gpu_timing(plan));
+      const NetworkRunner runner = gpu_runner(
+          model, bind_workspace(v->launcher(opt.impl), model.conv_shapes(n)), fused, rec.label);
+      return runner(input, run_timing(Device::gpu, opt.runs));
     });
   }
   if (!all) return;
@@ -150,9 +136,7 @@ void run_gpu_variants(const RunPlan& plan, const Model& model, const Tensor& inp
     rec.label = p == Precision::fp32 ? "cudnn" : "cudnn_" + name;
     rec.reference = true;
     rec.precision = p;
-    rec.run = run_network_gpu(
-        model, input, conv_forward_cudnn_of(p), fused ? conv_tanh_maxpool_cudnn_of(p) : nullptr,
-        p == Precision::fp32 ? "cuDNN" : "cuDNN (" + name + ")", gpu_timing(plan));
+    rec.run = cudnn_runner(model, p, fused)(input, run_timing(Device::gpu, opt.runs));
   }
 }
 
@@ -193,7 +177,7 @@ void run_gpu(const RunPlan& plan, const Model& model, const Tensor& input, RunRe
     RunRecord& rec = result.records.emplace_back();
     rec.label = "cudnn";
     rec.code_file = "reference/conv/cudnn_conv.cu";
-    rec.run = run_network_gpu(model, input, conv_forward_cudnn, "cuDNN", gpu_timing(plan));
+    rec.run = library_runner(model, Device::gpu)(input, run_timing(Device::gpu, plan.opt.runs));
   } else {
     run_gpu_variants(plan, model, input, wrong, result);
   }
@@ -232,12 +216,12 @@ void judge_precision(const Model& model, const Tensor& input, RunResult& result)
 // Runs the plan's convolution(s) on `input` into result.records.
 void run_convolutions(const RunPlan& plan, const Model& model, const Tensor& input,
                       RunResult& result, std::ostream& out) {
-  const TimingOptions cpu_timing{0, plan.opt.runs};
+  const TimingOptions cpu_timing = run_timing(Device::cpu, plan.opt.runs);
   if (plan.ms.runs_library() && plan.device == "cpu") {
     RunRecord& rec = result.records.emplace_back();
     rec.label = "reference";
     rec.code_file = "reference/conv/library_conv_cpu.cpp";
-    rec.run = run_network_cpu(model, input, conv_forward_reference, cpu_timing);
+    rec.run = library_runner(model, Device::cpu)(input, cpu_timing);
   } else if (plan.cpu_code != nullptr) {
     // A milestone of CPU variants (m2): its declared convolution.
     RunRecord& rec = result.records.emplace_back();
@@ -251,7 +235,7 @@ void run_convolutions(const RunPlan& plan, const Model& model, const Tensor& inp
       mark_wrong(rec);
       return;
     }
-    rec.run = run_network_cpu(model, input, plan.cpu_code, cpu_timing);
+    rec.run = cpu_runner(model, plan.cpu_code, rec.label)(input, cpu_timing);
   } else {
 #ifdef CONVLAB_HAVE_CUDA
     run_gpu(plan, model, input, result, out);
