@@ -52,20 +52,13 @@
 #include "datasets/fashion_mnist.hpp"
 #include "datasets/idx.hpp"
 #include "grader/worker/protocol.hpp"
+#include "grader/worker/referee_gpu.hpp"
 #include "grader/worker/remote_conv.hpp"
 #include "reference/conv/variant_table.hpp"
 #include "reference/core/error.hpp"
 #include "reference/model/model.hpp"
 #include "reference/network/network.hpp"
 #include "reference/network/runner.hpp"
-
-#ifdef CONVLAB_HAVE_CUDA
-#include "reference/core/cuda_check.hpp"
-#include "reference/core/cuda_stream.hpp"
-#include "reference/core/device_buffer.hpp"
-#include "reference/network/network_gpu.hpp"
-#include "reference/network/runner_gpu.hpp"
-#endif
 
 namespace {
 
@@ -78,9 +71,6 @@ namespace grader = convlab::grader;
 bool runs_on_gpu(const std::string& variant) {
   return convlab::find_variant(variant).gpu();
 }
-
-// The max-pool a fused launcher is checked with: the one the network runner fuses.
-constexpr convlab::PoolShape kFusedPool{2, 2};
 
 // Pixel noise of the timed passes: each pixel moves by up to this many grey levels.
 constexpr int kNoiseLevels = 16;
@@ -191,37 +181,6 @@ json timing_json(const convlab::NetworkRun& run) {
           {"op_time_median_s", median},
           {"op_time_runs_s", runs},
           {"layers", layers}};
-}
-
-#ifdef CONVLAB_HAVE_CUDA
-json gpu_json() {
-  const convlab::GpuInfo info = convlab::gpu_info();
-  return {{"name", info.name},
-          {"driver", info.driver},
-          {"cuda_driver", info.cuda_driver},
-          {"sm_count", info.sm_count},
-          {"compute_capability", info.compute_capability}};
-}
-#endif
-
-// Throws unless the GPU can be used here for the GPU variant `variant`.
-void require_gpu([[maybe_unused]] const std::string& variant) {
-#ifdef CONVLAB_HAVE_CUDA
-  std::string why;
-  if (!convlab::cuda_device_available(&why)) throw convlab::CudaError(why);
-#else
-  throw Error("variant '" + variant + "' runs on the GPU, but this harness was built without CUDA");
-#endif
-}
-
-json task_info() {
-#ifdef CONVLAB_HAVE_CUDA
-  std::string why;
-  if (!convlab::cuda_device_available(&why)) return {{"status", "no_gpu"}, {"message", why}};
-  return {{"status", "ok"}, {"gpu", gpu_json()}};
-#else
-  return {{"status", "no_gpu"}, {"message", "this harness was built without CUDA"}};
-#endif
 }
 
 // The socket to the team's process, handed over by the grader.
@@ -369,35 +328,16 @@ void timed_passes(const Args& a, const convlab::Model& model, const convlab::dat
   if (a.reference) out["reference"] = timing_json(merged(library_runs));
 }
 
-// The team's convolution in the network runner that `convlab run` uses: on the GPU with the
-// variant's fused launcher where it offers one (a stub falls back to the plain launcher inside
-// the runner).
+// The team's convolution in the network runner that `convlab run` uses.
 convlab::NetworkRunner team_runner(const convlab::Model& model, grader::RemoteConv& team,
                                    const std::string& variant, bool gpu) {
-  if (!gpu) {
-    return convlab::cpu_runner(
-        model,
-        [&team](float* y, const float* x, const float* k, const ConvShape& s) {
-          team.cpu(y, x, k, s);
-        },
-        variant);
-  }
-#ifdef CONVLAB_HAVE_CUDA
-  convlab::GpuConvTanhPoolCall fused = nullptr;
-  if (team.has_fused()) {
-    fused = [&team](float* y, const float* x, const float* k, const ConvShape& s,
-                    const convlab::PoolShape& p,
-                    cudaStream_t st) { team.gpu_fused(y, x, k, s, p.size, st); };
-  }
-  return convlab::gpu_runner(
+  if (gpu) return grader::referee::team_gpu_runner(model, team, variant);
+  return convlab::cpu_runner(
       model,
-      [&team](float* y, const float* x, const float* k, const ConvShape& s, cudaStream_t st) {
-        team.gpu(y, x, k, s, st);
+      [&team](float* y, const float* x, const float* k, const ConvShape& s) {
+        team.cpu(y, x, k, s);
       },
-      std::move(fused), variant);
-#else
-  throw Error("variant '" + variant + "' runs on the GPU, but this harness was built without CUDA");
-#endif
+      variant);
 }
 
 json task_network(const Args& a) {
@@ -407,15 +347,12 @@ json task_network(const Args& a) {
 
   const convlab::Device device = convlab::find_variant(a.variant).device;
   const bool gpu = device == convlab::Device::gpu;
-  if (gpu) require_gpu(a.variant);
+  if (gpu) grader::referee::require_gpu(a.variant);
   grader::RemoteConv team(team_socket(), a.variant, a.staged);
   // Warm-up passes: as many as `convlab run` makes warm-up calls, unless --warmup says.
   const int warmup = a.warmup >= 0 ? a.warmup : convlab::warmup_calls(device);
   json out = {{"variant", a.variant}, {"device", gpu ? "gpu" : "cpu"}, {"images", images.count}};
-  out["gpu"] = nullptr;
-#ifdef CONVLAB_HAVE_CUDA
-  if (gpu) out["gpu"] = gpu_json();
-#endif
+  out["gpu"] = gpu ? grader::referee::gpu_json() : json(nullptr);
   const convlab::NetworkRunner runner = team_runner(model, team, a.variant, gpu);
 
   // The count: one pass on the real images, in the file's order.
@@ -441,17 +378,15 @@ json task_elementwise(const Args& a) {
   const bool gpu = runs_on_gpu(a.variant);
   json out = {{"variant", a.variant}, {"device", gpu ? "gpu" : "cpu"}, {"seed", *a.seed}};
   out["gpu"] = nullptr;
-  if (gpu) require_gpu(a.variant);
+  if (gpu) grader::referee::require_gpu(a.variant);
   grader::RemoteConv team(team_socket(), a.variant, false);
-#ifdef CONVLAB_HAVE_CUDA
-  if (gpu) out["gpu"] = gpu_json();
-  // A variant with a fused launcher has it checked too, on every shape a 2x2 pool fits; its
-  // stub (NotImplemented) is reported, not failed: the fused launcher is optional.
-  bool fused = gpu && team.has_fused();
-  if (fused) out["fused"] = "ok";
-  std::optional<convlab::CudaStream> stream;
-  if (gpu) stream.emplace();
-#endif
+  if (gpu) {
+    out["gpu"] = grader::referee::gpu_json();
+    json outputs = grader::referee::gpu_elementwise(team, *a.seed, a.shapes, out);
+    for (std::size_t i = 0; i < a.shapes.size(); ++i) outputs[i]["shape"] = shape_json(a.shapes[i]);
+    out["outputs"] = outputs;
+    return out;
+  }
   json outputs = json::array();
   for (std::size_t i = 0; i < a.shapes.size(); ++i) {
     const ConvShape& s = a.shapes[i];
@@ -459,40 +394,10 @@ json task_elementwise(const Args& a) {
         grader::elementwise_values(*a.seed, i, grader::ElementwiseTensor::x, s.x_elements());
     const std::vector<float> k =
         grader::elementwise_values(*a.seed, i, grader::ElementwiseTensor::k, s.k_elements());
-    json o = {{"shape", shape_json(s)}};
     // Two calls each: y is poisoned before every call, so both must write every output.
-    if (!gpu) {
-      std::vector<float> y(static_cast<std::size_t>(s.y_elements()));
-      for (int call = 0; call < 2; ++call) team.cpu(y.data(), x.data(), k.data(), s);
-      o["y"] = grader::encode_floats(y);
-    } else {
-#ifdef CONVLAB_HAVE_CUDA
-      convlab::DeviceBuffer dx(s.x_elements()), dk(s.k_elements()), dy(s.y_elements());
-      dx.upload(x);
-      dk.upload(k);
-      for (int call = 0; call < 2; ++call) {
-        team.gpu(dy.data(), dx.data(), dk.data(), s, stream->get());
-      }
-      stream->sync();
-      o["y"] = grader::encode_floats(dy.download());
-      const bool fits = kFusedPool.size <= s.H_out() && kFusedPool.size <= s.W_out();
-      if (fused && fits) {
-        convlab::DeviceBuffer dp(kFusedPool.pooled_elements(s));
-        try {
-          for (int call = 0; call < 2; ++call) {
-            team.gpu_fused(dp.data(), dx.data(), dk.data(), s, kFusedPool.size, stream->get());
-          }
-          stream->sync();
-          o["pooled"] = grader::encode_floats(dp.download());
-        } catch (const convlab::NotImplemented& e) {
-          fused = false;
-          out["fused"] = "not_implemented";
-          out["fused_message"] = e.what();
-        }
-      }
-#endif
-    }
-    outputs.push_back(o);
+    std::vector<float> y(static_cast<std::size_t>(s.y_elements()));
+    for (int call = 0; call < 2; ++call) team.cpu(y.data(), x.data(), k.data(), s);
+    outputs.push_back({{"shape", shape_json(s)}, {"y", grader::encode_floats(y)}});
   }
   out["outputs"] = outputs;
   return out;
@@ -535,7 +440,7 @@ int main(int argc, char** argv) {
   try {
     const Args args = parse_args(argc, argv);
     if (args.task == "info") {
-      result = task_info();
+      result = grader::referee::task_info();
     } else if (args.task == "network") {
       result = task_network(args);
     } else {
@@ -552,23 +457,11 @@ int main(int argc, char** argv) {
     result = {{"status", "team_lost"}, {"message", e.what()}};
   } catch (const grader::TeamWroteInput& e) {
     result = {{"status", "input_written"}, {"message", e.what()}};
-#ifdef CONVLAB_HAVE_CUDA
-  } catch (const convlab::CudaError& e) {
-    std::string why;
-    if (!convlab::cuda_device_available(&why)) {
-      result = {{"status", "no_gpu"}, {"message", why}};
-    } else if (e.out_of_memory()) {
-      // The referee's memory is taken beside the team's process, on the team's one GPU: when it
-      // runs out, the team's process holds the rest.
-      result = {{"status", "gpu_memory"}, {"message", e.what()}};
-    } else {
-      result = {{"status", "referee_error"}, {"message", e.what()}};
-    }
-#endif
   } catch (const std::bad_alloc&) {
     result = {{"status", "referee_error"}, {"message", "out of memory"}};
   } catch (const std::exception& e) {
-    result = {{"status", "referee_error"}, {"message", e.what()}};
+    result = grader::referee::gpu_failure(e).value_or(
+        json{{"status", "referee_error"}, {"message", e.what()}});
   }
   result["schema"] = grader::kCheckSchema;
   result["task"] = task;

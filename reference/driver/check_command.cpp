@@ -18,12 +18,6 @@
 #include "reference/driver/milestone.hpp"
 #include "reference/driver/run_command.hpp"
 
-#ifdef CONVLAB_HAVE_CUDA
-#include "reference/core/cuda_check.hpp"
-#include "reference/core/cuda_stream.hpp"
-#include "reference/core/device_buffer.hpp"
-#endif
-
 namespace convlab {
 
 namespace {
@@ -68,26 +62,6 @@ std::uint64_t fresh_seed() {
 }
 
 }  // namespace
-
-#ifdef CONVLAB_HAVE_CUDA
-CheckTarget gpu_check_target(const GpuVariant& v, Impl impl) {
-  const GpuLauncher fn = v.launcher(impl);
-  return {std::string(v.name), std::string(v.student_file),
-          [fn](float* y, const float* x, const float* k, const ConvShape& s) {
-            Workspace workspace;
-            workspace.reserve(fn.workspace_bytes(s));
-            DeviceBuffer dx(s.x_elements()), dk(s.k_elements()), dy(s.y_elements());
-            dx.upload({x, static_cast<std::size_t>(s.x_elements())});
-            dk.upload({k, static_cast<std::size_t>(s.k_elements())});
-            dy.fill_bytes(0xff);
-            const CudaStream stream;
-            fn(dy.data(), dx.data(), dk.data(), s, workspace.data(), stream.get());
-            stream.sync();
-            const std::vector<float> got = dy.download();
-            std::copy(got.begin(), got.end(), y);
-          }};
-}
-#endif
 
 std::vector<ConvShape> check_shapes(std::uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -269,24 +243,8 @@ int run_check(const CheckOptions& o, std::ostream& out) {
                                                    const ConvShape& s) { fn(y, x, k, s); }});
     }
   } else {
-#ifdef CONVLAB_HAVE_CUDA
-    std::string why;
-    if (!cuda_device_available(&why)) {
-      throw Error("convlab check " + ms.id + " needs a CUDA GPU: " + why +
-                  ". Run it on the course's GPU machine; on this one, check m2.");
-    }
     const std::string choice = o.variant.empty() ? ms.default_variant : o.variant;
-    for (const std::string& v : ms.variants) {
-      if (choice == "all" || choice == v) {
-        targets.push_back(gpu_check_target(find_gpu_variant(v), impl));
-      }
-    }
-#else
-    throw Error("convlab check " + ms.id +
-                " needs a CUDA GPU, and this convlab was built without "
-                "CUDA. Build with the default preset on a machine with the CUDA toolkit and a "
-                "GPU (cmake --preset default), or check m2 here.");
-#endif
+    targets = gpu_check_targets(ms, choice, impl);
   }
   return check_targets(targets, ms.id, seed, ms.elementwise_atol(), ms.elementwise_rtol(), out);
 }

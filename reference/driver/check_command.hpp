@@ -13,6 +13,7 @@
 
 #include "reference/conv/conv_shape.hpp"
 #include "reference/conv/variants.hpp"
+#include "reference/driver/milestone.hpp"
 
 namespace convlab {
 
@@ -65,11 +66,11 @@ std::vector<ConvShape> run_check_shapes(const std::vector<ConvShape>& layers, st
 bool check_before_run(const CheckTarget& target, const std::vector<ConvShape>& shapes,
                       const std::string& milestone, double atol, double rtol, std::ostream& out);
 
-#ifdef CONVLAB_HAVE_CUDA
-/// A GPU launcher called on host buffers: copies in, poisons y on the device, launches,
-/// synchronises and copies out.
-CheckTarget gpu_check_target(const GpuVariant& variant, Impl impl);
-#endif
+/// The GPU variants of milestone `ms` that `choice` names (one, or "all") as check targets.
+/// Throws Error, saying what to do instead, when there is no usable GPU or (check_cpu_only.cpp)
+/// the build has no CUDA.
+std::vector<CheckTarget> gpu_check_targets(const Milestone& ms, const std::string& choice,
+                                           Impl impl);
 
 /// `convlab check`: validates the options, picks the targets, runs check_targets.
 int run_check(const CheckOptions& options, std::ostream& out);
