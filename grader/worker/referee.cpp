@@ -49,13 +49,13 @@
 #include <string>
 #include <vector>
 
-#include "datasets/fashion_mnist.hpp"
-#include "datasets/idx.hpp"
 #include "grader/worker/protocol.hpp"
 #include "grader/worker/referee_gpu.hpp"
 #include "grader/worker/remote_conv.hpp"
 #include "reference/conv/variant_table.hpp"
 #include "reference/core/error.hpp"
+#include "reference/data/fashion_mnist.hpp"
+#include "reference/data/idx.hpp"
 #include "reference/model/model.hpp"
 #include "reference/network/network.hpp"
 #include "reference/network/runner.hpp"

@@ -12,8 +12,8 @@
 #include <optional>
 #include <string>
 
-#include "datasets/fashion_mnist.hpp"
 #include "reference/core/error.hpp"
+#include "reference/data/fashion_mnist.hpp"
 #include "reference/model/model.hpp"
 #include "reference/model/safetensors.hpp"
 #include "tools/calibrate/calibrate.hpp"

@@ -9,9 +9,9 @@
 #include <optional>
 #include <string>
 
-#include "datasets/fashion_mnist.hpp"
 #include "reference/core/error.hpp"
 #include "reference/core/parallel.hpp"
+#include "reference/data/fashion_mnist.hpp"
 #include "reference/model/model.hpp"
 #include "tools/train/sha256.hpp"
 #include "tools/train/trainer.hpp"
