@@ -1,5 +1,5 @@
 # The `convlab` subcommands register here, each beside the library that defines it; the command
-# layer (grader/cli/CMakeLists.txt, added last) composes whatever was registered. A part that a
+# executable (cli/CMakeLists.txt, added last) composes whatever was registered. A part that a
 # tree leaves out (the staff-only ones, in the student kit) simply registers nothing.
 #
 #   convlab_command(<library> <function>)

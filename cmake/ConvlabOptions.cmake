@@ -3,7 +3,7 @@ add_library(convlab_flags INTERFACE)
 target_include_directories(convlab_flags INTERFACE "${PROJECT_SOURCE_DIR}")
 target_compile_options(convlab_flags INTERFACE
   $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor>
-  # GCC notes that 32-byte vectors (reference/layers/simd.hpp) pass differently without AVX;
+  # GCC notes that 32-byte vectors (reference/core/simd.hpp) pass differently without AVX;
   # they never cross a boundary built with other flags, so the note is noise.
   $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<CXX_COMPILER_ID:GNU>>:-Wno-psabi>
   $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<BOOL:${CONVLAB_WARNINGS_AS_ERRORS}>>:-Werror>

@@ -6,8 +6,8 @@
 #include <string>
 #include <system_error>
 
-#include "datasets/idx.hpp"
 #include "reference/core/error.hpp"
+#include "reference/data/idx.hpp"
 
 namespace convlab::data {
 

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 
-#include "datasets/fashion_mnist.hpp"
+#include "reference/data/fashion_mnist.hpp"
 
 namespace convlab::data {
 

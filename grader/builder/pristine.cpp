@@ -19,8 +19,8 @@ namespace {
 
 // What a build needs from the top of the tree; tests/, tools/, docs/, build folders and the
 // data stay out.
-constexpr std::array<std::string_view, 6> kCopiedFolders = {"cmake",    "reference", "student",
-                                                            "datasets", "grader",    "milestones"};
+constexpr std::array<std::string_view, 7> kCopiedFolders = {
+    "cmake", "reference", "student", "datasets", "grader", "milestones", "cli"};
 // The staff tree's hook (cmake/ConvlabStaff.cmake adds the staff solutions, staff tools and
 // their tests): the pristine copy builds as the student kit does, without it.
 constexpr std::string_view kStaffHook = "cmake/ConvlabStaff.cmake";

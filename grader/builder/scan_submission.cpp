@@ -117,6 +117,162 @@ fs::path unwrap(const fs::path& submission) {
   return only;
 }
 
+// One scan: the submission's files sorted into graded, missing and refused.
+class Scan {
+ public:
+  Scan(const fs::path& submission, const std::vector<std::string>& allowed,
+       const fs::path& framework_root, const std::vector<std::string>& allowed_folders)
+      : base_(unwrap(submission)),
+        shown_prefix_(base_ == submission ? "" : base_.filename().string() + "/"),
+        framework_root_(framework_root),
+        allowed_set_(allowed.begin(), allowed.end()),
+        graded_(allowed_set_.begin(), allowed_set_.end()),
+        folders_(allowed_folders.begin(), allowed_folders.end()) {
+    for (const std::string& file : graded_) {
+      by_basename_[fs::path(file).filename().string()].push_back(file);
+    }
+  }
+
+  SubmissionFiles run() {
+    const std::vector<std::string> files = candidates();
+    match_by_path(files);
+    match_by_name();
+    for (const std::string& file : graded_) {
+      if (taken_.count(file) != 0) {
+        result_.accepted.push_back(file);
+        result_.accepted_sources.push_back(base_ / taken_[file]);
+      } else {
+        result_.missing.push_back(file);
+      }
+    }
+    for (const std::string& rel : own_) {
+      result_.accepted.push_back(rel);
+      result_.accepted_sources.push_back(base_ / rel);
+    }
+    std::sort(result_.rejected.begin(), result_.rejected.end());
+    return std::move(result_);
+  }
+
+ private:
+  void reject(const std::string& rel, const std::string& why) {
+    result_.rejected.emplace_back(printable(shown_prefix_ + rel), why);
+  }
+
+  // A framework file handed in unchanged (a whole checkout of the framework or of the student
+  // release): any size, and the release's own files and manifest too.
+  bool unchanged_framework_file(const std::string& rel) const {
+    if (!build_detail::is_framework_file(rel) || allowed_set_.count(rel) != 0) return false;
+    if (same_bytes(base_ / rel, framework_root_ / rel) ||
+        same_bytes(base_ / rel, framework_root_ / kKitFiles / rel)) {
+      return true;
+    }
+    if (rel != kKitManifest) return false;
+    const auto text = read_regular_file(base_ / rel, kMaxFileBytes);
+    return text && text->starts_with(kKitManifestHead);
+  }
+
+  // Every regular file that may be graded, relative to `base`, sorted; the others refused.
+  std::vector<std::string> candidates() {
+    std::vector<std::string> files;
+    std::error_code ec;
+    fs::recursive_directory_iterator it(base_, fs::directory_options::none, ec), end;
+    if (ec) throw Error("cannot read the submission " + base_.string() + ": " + ec.message());
+    for (; it != end; it.increment(ec)) {
+      if (ec) {
+        reject("(part of the folder)", "could not be read: " + ec.message());
+        break;
+      }
+      const fs::path rel_path = it->path().lexically_relative(base_);
+      const std::string rel = rel_path.generic_string();
+      const std::string name = it->path().filename().string();
+      const fs::file_status status = it->symlink_status(ec);
+      if (ec) {
+        reject(rel, "could not be read: " + ec.message());
+        ec.clear();
+        continue;
+      }
+      if (fs::is_directory(status)) {
+        if (ignored_folder(name, it.depth() == 0) || name == "__MACOSX") {
+          it.disable_recursion_pending();
+        }
+        continue;
+      }
+      if (name == ".DS_Store") continue;
+      if (fs::is_regular_file(status) && !bad_name(rel_path) && unchanged_framework_file(rel)) {
+        continue;
+      }
+      if (bad_name(rel_path)) {
+        reject(rel, "its name has '..', a backslash or a control character: rename it");
+      } else if (fs::is_symlink(status)) {
+        reject(rel, "symbolic links are not accepted: upload the file itself");
+      } else if (!fs::is_regular_file(status)) {
+        reject(rel, "not a regular file (a device, pipe or socket): upload source files only");
+      } else if (it->file_size(ec) > kMaxFileBytes || ec) {
+        reject(rel, "larger than 1 MiB: a source file is far smaller; upload your source only");
+        ec.clear();
+      } else {
+        files.push_back(rel);
+      }
+    }
+    std::sort(files.begin(), files.end());
+    return files;
+  }
+
+  // Files at a graded path are taken, and the team's own files in a variant's folder (only by
+  // their path); the others are left for matching by name.
+  void match_by_path(const std::vector<std::string>& files) {
+    for (const std::string& rel : files) {
+      if (allowed_set_.count(rel) != 0) {
+        taken_[rel] = rel;
+      } else if (in_folders(rel, folders_)) {
+        own_.push_back(rel);
+      } else {
+        left_.push_back(rel);
+      }
+    }
+  }
+
+  // A flat upload: a file left is taken by its name when that is unambiguous.
+  void match_by_name() {
+    std::map<std::string, int> left_by_basename;
+    for (const std::string& rel : left_) ++left_by_basename[fs::path(rel).filename().string()];
+    for (const std::string& rel : left_) {
+      const std::string name = fs::path(rel).filename().string();
+      const auto match = by_basename_.find(name);
+      if (match == by_basename_.end()) {
+        reject(rel, graded_list(graded_, folders_));
+        continue;
+      }
+      if (match->second.size() > 1) {
+        std::string paths;
+        for (const std::string& p : match->second) paths += (paths.empty() ? "" : " or ") + p;
+        reject(rel, "several graded files are named " + name + " (" + paths +
+                        "): put it at its path inside student/");
+      } else if (taken_.count(match->second[0]) != 0) {
+        reject(rel, "not used: " + shown_prefix_ + taken_[match->second[0]] + " already provides " +
+                        match->second[0]);
+      } else if (left_by_basename[name] > 1) {
+        reject(rel, "several files are named " + name + ": upload one, or put it at " +
+                        match->second[0]);
+      } else {
+        taken_[match->second[0]] = rel;
+      }
+    }
+  }
+
+  const fs::path base_;
+  const std::string shown_prefix_;
+  const fs::path framework_root_;
+  const std::set<std::string> allowed_set_;
+  const std::vector<std::string> graded_;
+  const std::set<std::string> folders_;  // variants' folders whose own files are graded
+  std::map<std::string, std::vector<std::string>> by_basename_;  // basename -> allowed paths
+  std::map<std::string, std::string> taken_;  // allowed path -> file in the submission
+  std::vector<std::string> own_;              // the team's own files in a variant's folder
+  std::vector<std::string> left_;             // files not at a graded path
+  SubmissionFiles result_;
+};
+
 }  // namespace
 
 SubmissionFiles scan_submission(const fs::path& submission, const std::vector<std::string>& allowed,
@@ -127,128 +283,7 @@ SubmissionFiles scan_submission(const fs::path& submission, const std::vector<st
     throw Error("the submission " + submission.string() +
                 " is not a folder: give the folder that holds the team's files");
   }
-  const fs::path base = unwrap(submission);
-  const std::string shown_prefix = base == submission ? "" : base.filename().string() + "/";
-  const std::set<std::string> allowed_set(allowed.begin(), allowed.end());
-  const std::vector<std::string> graded(allowed_set.begin(), allowed_set.end());
-  const std::set<std::string> folders(allowed_folders.begin(), allowed_folders.end());
-  std::map<std::string, std::vector<std::string>> by_basename;  // basename -> allowed paths
-  for (const std::string& file : graded) {
-    by_basename[fs::path(file).filename().string()].push_back(file);
-  }
-
-  SubmissionFiles result;
-  const auto reject = [&](const std::string& rel, const std::string& why) {
-    result.rejected.emplace_back(printable(shown_prefix + rel), why);
-  };
-
-  // A framework file handed in unchanged (a whole checkout of the framework or of the student
-  // release): any size, and the release's own files and manifest too.
-  const auto unchanged_framework_file = [&](const std::string& rel) {
-    if (!build_detail::is_framework_file(rel) || allowed_set.count(rel) != 0) return false;
-    if (same_bytes(base / rel, framework_root / rel) ||
-        same_bytes(base / rel, framework_root / kKitFiles / rel)) {
-      return true;
-    }
-    if (rel != kKitManifest) return false;
-    const auto text = read_regular_file(base / rel, kMaxFileBytes);
-    return text && text->starts_with(kKitManifestHead);
-  };
-
-  // Every regular file, relative to `base`, sorted.
-  std::vector<std::string> files;
-  fs::recursive_directory_iterator it(base, fs::directory_options::none, ec), end;
-  if (ec) throw Error("cannot read the submission " + base.string() + ": " + ec.message());
-  for (; it != end; it.increment(ec)) {
-    if (ec) {
-      reject("(part of the folder)", "could not be read: " + ec.message());
-      break;
-    }
-    const fs::path rel_path = it->path().lexically_relative(base);
-    const std::string rel = rel_path.generic_string();
-    const std::string name = it->path().filename().string();
-    const fs::file_status status = it->symlink_status(ec);
-    if (ec) {
-      reject(rel, "could not be read: " + ec.message());
-      ec.clear();
-      continue;
-    }
-    if (fs::is_directory(status)) {
-      if (ignored_folder(name, it.depth() == 0) || name == "__MACOSX") {
-        it.disable_recursion_pending();
-      }
-      continue;
-    }
-    if (name == ".DS_Store") continue;
-    if (fs::is_regular_file(status) && !bad_name(rel_path) && unchanged_framework_file(rel)) {
-      continue;
-    }
-    if (bad_name(rel_path)) {
-      reject(rel, "its name has '..', a backslash or a control character: rename it");
-    } else if (fs::is_symlink(status)) {
-      reject(rel, "symbolic links are not accepted: upload the file itself");
-    } else if (!fs::is_regular_file(status)) {
-      reject(rel, "not a regular file (a device, pipe or socket): upload source files only");
-    } else if (it->file_size(ec) > kMaxFileBytes || ec) {
-      reject(rel, "larger than 1 MiB: a source file is far smaller; upload your source only");
-      ec.clear();
-    } else {
-      files.push_back(rel);
-    }
-  }
-  std::sort(files.begin(), files.end());
-
-  // By path first (the team's own files in a variant's folder only so); then by name for the
-  // files left (a flat upload), when that is unambiguous.
-  std::map<std::string, std::string> taken;  // allowed path -> file in the submission
-  std::vector<std::string> own, left;
-  for (const std::string& rel : files) {
-    if (allowed_set.count(rel) != 0) {
-      taken[rel] = rel;
-    } else if (in_folders(rel, folders)) {
-      own.push_back(rel);
-    } else {
-      left.push_back(rel);
-    }
-  }
-  std::map<std::string, int> left_by_basename;
-  for (const std::string& rel : left) ++left_by_basename[fs::path(rel).filename().string()];
-  for (const std::string& rel : left) {
-    const std::string name = fs::path(rel).filename().string();
-    const auto match = by_basename.find(name);
-    if (match == by_basename.end()) {
-      reject(rel, graded_list(graded, folders));
-      continue;
-    }
-    if (match->second.size() > 1) {
-      std::string paths;
-      for (const std::string& p : match->second) paths += (paths.empty() ? "" : " or ") + p;
-      reject(rel, "several graded files are named " + name + " (" + paths +
-                      "): put it at its path inside student/");
-    } else if (taken.count(match->second[0]) != 0) {
-      reject(rel, "not used: " + shown_prefix + taken[match->second[0]] + " already provides " +
-                      match->second[0]);
-    } else if (left_by_basename[name] > 1) {
-      reject(rel,
-             "several files are named " + name + ": upload one, or put it at " + match->second[0]);
-    } else {
-      taken[match->second[0]] = rel;
-    }
-  }
-  for (const std::string& file : graded) {
-    if (taken.count(file) != 0) {
-      result.accepted.push_back(file);
-      result.accepted_sources.push_back(base / taken[file]);
-    } else {
-      result.missing.push_back(file);
-    }
-  }
-  for (const std::string& rel : own) {
-    result.accepted.push_back(rel);
-    result.accepted_sources.push_back(base / rel);
-  }
-  std::sort(result.rejected.begin(), result.rejected.end());
-  return result;
+  return Scan(submission, allowed, framework_root, allowed_folders).run();
 }
 
 }  // namespace convlab::grader

@@ -20,7 +20,7 @@
 #include "reference/core/error.hpp"
 #include "reference/core/files.hpp"
 #include "reference/core/text.hpp"
-#include "reference/driver/milestone.hpp"
+#include "reference/milestones/milestone.hpp"
 
 namespace convlab::grader {
 

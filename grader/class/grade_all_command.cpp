@@ -11,9 +11,9 @@
 #include <set>
 #include <sstream>
 
+#include "grader/class/commands.hpp"
 #include "grader/class/grade_all.hpp"
 #include "grader/class/slurm.hpp"
-#include "grader/cli/commands.hpp"
 #include "reference/core/error.hpp"
 
 namespace convlab::grader {

@@ -3,7 +3,7 @@
 #include <iostream>
 #include <memory>
 
-#include "grader/cli/commands.hpp"
+#include "grader/class/commands.hpp"
 #include "reference/core/error.hpp"
 #ifdef CONVLAB_HAVE_SQLITE
 #include "grader/class/ingest.hpp"

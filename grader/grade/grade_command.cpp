@@ -5,12 +5,12 @@
 #include <iostream>
 #include <memory>
 
-#include "grader/cli/commands.hpp"
+#include "grader/grade/commands.hpp"
 #include "grader/grade/grade.hpp"
 #include "grader/grade/report.hpp"
 #include "grader/leaderboard/leaderboard.hpp"
 #include "reference/core/error.hpp"
-#include "reference/driver/milestone.hpp"
+#include "reference/milestones/milestone.hpp"
 
 namespace convlab::grader {
 

@@ -21,7 +21,7 @@
 #include "reference/core/error.hpp"
 #include "reference/core/files.hpp"
 #include "reference/core/text.hpp"
-#include "reference/driver/milestone.hpp"
+#include "reference/milestones/milestone.hpp"
 
 #ifdef CONVLAB_HAVE_SQLITE
 #include "grader/db/results_db.hpp"

@@ -15,13 +15,13 @@
 #include <utility>
 #include <vector>
 
-#include "datasets/fashion_mnist.hpp"
 #include "grader/builder/build_submission.hpp"
 #include "grader/grade/grade.hpp"
 #include "grader/grade/grading_plan.hpp"
 #include "grader/sandbox/runtime_view.hpp"
 #include "grader/sandbox/sandbox.hpp"
 #include "reference/core/text.hpp"
+#include "reference/data/fashion_mnist.hpp"
 
 namespace convlab::grader {
 

@@ -12,20 +12,20 @@
 
 #include "grader/result/grade_result.hpp"
 #include "reference/conv/conv_shape.hpp"
-#include "reference/driver/milestone.hpp"
+#include "reference/milestones/milestone.hpp"
 
 namespace convlab::grader {
 
-/// The element-wise check of a milestone (reference/driver/milestone.hpp).
+/// The element-wise check of a milestone (reference/milestones/milestone.hpp).
 using ElementwiseSpec = ElementwiseGrading;
 
-/// The compute-sanitizer check of a GPU milestone (reference/driver/milestone.hpp).
+/// The compute-sanitizer check of a GPU milestone (reference/milestones/milestone.hpp).
 using MemcheckSpec = MemcheckGrading;
 
-/// One milestone as the grader sees it: its model (parsed once, reference/driver/milestone.hpp)
+/// One milestone as the grader sees it: its model (parsed once, reference/milestones/milestone.hpp)
 /// and what the grader derives from it.
 struct MilestoneSpec {
-  Milestone milestone;  ///< the milestone's data (reference/driver/milestone.hpp)
+  Milestone milestone;  ///< the milestone's data (reference/milestones/milestone.hpp)
   bool gpu = false;     ///< its checks run on the GPU
   /// The variants it grades, ranked one first: "cpu" for m2, the registry names otherwise.
   std::vector<std::string> variants;

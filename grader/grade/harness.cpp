@@ -11,11 +11,11 @@
 #include <fstream>
 #include <thread>
 
-#include "datasets/idx.hpp"
 #include "grader/grade/grading.hpp"
 #include "grader/worker/protocol.hpp"
 #include "reference/core/error.hpp"
-#include "reference/driver/format.hpp"
+#include "reference/core/format.hpp"
+#include "reference/data/idx.hpp"
 #include "reference/model/model.hpp"
 
 namespace convlab::grader {

@@ -8,8 +8,8 @@
 
 #include "reference/conv/variant_table.hpp"
 #include "reference/core/error.hpp"
+#include "reference/core/format.hpp"
 #include "reference/core/text.hpp"
-#include "reference/driver/format.hpp"
 
 namespace convlab::grader {
 

@@ -7,10 +7,10 @@
 #include <iostream>
 #include <memory>
 
-#include "grader/cli/commands.hpp"
+#include "grader/leaderboard/commands.hpp"
 #include "grader/leaderboard/leaderboard.hpp"
 #include "reference/core/error.hpp"
-#include "reference/driver/milestone.hpp"
+#include "reference/milestones/milestone.hpp"
 
 namespace convlab::grader {
 

@@ -9,7 +9,7 @@
 #include "grader/leaderboard/leaderboard.hpp"
 #include "reference/core/error.hpp"
 #include "reference/core/text.hpp"
-#include "reference/driver/milestone.hpp"
+#include "reference/milestones/milestone.hpp"
 
 namespace convlab::grader {
 

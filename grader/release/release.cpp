@@ -20,7 +20,7 @@
 #include "grader/kit/kit_rules.hpp"
 #include "reference/core/error.hpp"
 #include "reference/core/files.hpp"
-#include "reference/driver/milestone.hpp"
+#include "reference/milestones/milestone.hpp"
 
 namespace convlab::grader {
 
@@ -32,8 +32,8 @@ namespace {
 // out until someone decides it belongs in the kit; inside it, kStaffOnly names what stays out.
 const std::set<std::string> kTopFiles{".clang-format", ".gitignore",  "CHANGELOG.md", "CMakeLists.txt",
                                       "CMakePresets.json", "LICENSE", "README.md"};
-const std::set<std::string> kTopDirs{"cmake",     "datasets", "docs",  "grader", "milestones",
-                                     "reference", "student",  "tests", "tools"};
+const std::set<std::string> kTopDirs{"cli",        "cmake",     "datasets", "docs",  "grader",
+                                     "milestones", "reference", "student",  "tests", "tools"};
 // Inside tools/, only the scripts a team runs.
 const std::set<std::string> kTeamTools{"tools/setup.sh", "tools/test.sh", "tools/preset.sh",
                                        "tools/gpu-check.sh"};

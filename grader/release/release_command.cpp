@@ -2,9 +2,9 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 
-#include "grader/cli/commands.hpp"
+#include "grader/release/commands.hpp"
 #include "grader/release/release.hpp"
-#include "reference/driver/milestone.hpp"
+#include "reference/milestones/milestone.hpp"
 
 namespace convlab::grader {
 

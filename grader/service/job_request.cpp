@@ -7,7 +7,7 @@
 
 #include "grader/builder/build_submission.hpp"
 #include "reference/core/error.hpp"
-#include "reference/driver/milestone.hpp"
+#include "reference/milestones/milestone.hpp"
 
 namespace convlab::service {
 namespace fs = std::filesystem;

@@ -18,7 +18,7 @@
 #include "grader/service/slurm_executor.hpp"
 #include "grader/service/tokens.hpp"
 #include "reference/core/error.hpp"
-#include "reference/driver/milestone.hpp"
+#include "reference/milestones/milestone.hpp"
 
 namespace convlab::service {
 namespace fs = std::filesystem;
@@ -103,7 +103,8 @@ std::map<std::string, UnixTime> deadlines_of(const std::vector<std::string>& opt
   return out;
 }
 
-int serve(const ServeArgs& a) {
+// The options checked before anything starts; each error names the option to fix.
+void check_serve_options(const ServeArgs& a) {
   if (a.roster.empty() || a.db.empty()) {
     throw Error("convlab serve needs --roster FILE and --db FILE");
   }
@@ -121,21 +122,12 @@ int serve(const ServeArgs& a) {
   if (!slurm && !a.slurm_only.empty()) {
     throw Error(a.slurm_only.front() + " is for --executor slurm");
   }
-  const auto roster = load_roster(a.roster);
-  const auto deadlines = deadlines_of(a.deadlines);
-  const fs::path db = fs::absolute(a.db);
-  const fs::path work = a.work.empty() ? fs::path(db.string() + ".jobs") : fs::absolute(a.work);
-  fs::create_directories(work);
+}
 
-  // SIGINT and SIGTERM go to one waiting thread; every other thread blocks them.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  signal(SIGPIPE, SIG_IGN);
-
-  JobStore store(db);
+// Queues again the jobs a stopped server left running, and gives every team on the roster
+// without a token one, saved where only the staff can read it.
+void prepare_store(JobStore& store, const std::vector<Account>& roster, const ServeArgs& a,
+                   const fs::path& db) {
   if (const int n = store.recover_interrupted(); n > 0) {
     std::cout << "convlab serve: " << n << " job(s) were running when the server stopped; "
               << "queued again (or failed after " << JobStore::kMaxAttempts << " starts)"
@@ -148,15 +140,17 @@ int serve(const ServeArgs& a) {
     store.set_token(acc.name, token_digest(token));
     issued.emplace_back(acc.name, token);
   }
-  if (!issued.empty()) {
-    const fs::path file =
-        a.tokens_out.empty() ? fs::path(db.string() + ".new-tokens.csv") : fs::path(a.tokens_out);
-    save_tokens(file, issued);
-    std::cout << "convlab serve: " << issued.size() << " new token(s) in " << file.string()
-              << " (readable by you only): hand each team its own, then delete the file"
-              << std::endl;
-  }
+  if (issued.empty()) return;
+  const fs::path file =
+      a.tokens_out.empty() ? fs::path(db.string() + ".new-tokens.csv") : fs::path(a.tokens_out);
+  save_tokens(file, issued);
+  std::cout << "convlab serve: " << issued.size() << " new token(s) in " << file.string()
+            << " (readable by you only): hand each team its own, then delete the file"
+            << std::endl;
+}
 
+// Where and how the jobs run: the grade's program and options, the GPUs or Slurm.
+ExecutorSettings executor_settings(const ServeArgs& a, const fs::path& db, const fs::path& work) {
   ExecutorSettings ex;
   ex.program =
       a.grade_program.empty() ? fs::read_symlink("/proc/self/exe") : fs::absolute(a.grade_program);
@@ -176,25 +170,33 @@ int serve(const ServeArgs& a) {
   ex.cpu_jobs = a.cpu_jobs;
   ex.time_limit_s = a.time_limit_s;
   ex.keep_work = a.keep_work;
-  if (slurm) ex.slurm = a.slurm;
+  if (a.executor == "slurm") ex.slurm = a.slurm;
+  return ex;
+}
 
+// What the HTTP side enforces: accounts, limits, deadlines.
+ApiSettings api_settings(const ServeArgs& a, const fs::path& db, const fs::path& work,
+                         const std::vector<Account>& roster,
+                         const std::map<std::string, UnixTime>& deadlines, bool gpu_jobs) {
   ApiSettings api;
   api.root = convlab_root();
   api.db = db;
   api.staging = work / "staging";
-  api.gpu_jobs = slurm || !ex.gpus.empty();
+  api.gpu_jobs = gpu_jobs;
   api.max_in_flight = a.max_in_flight;
   api.max_per_hour = a.max_per_hour;
   api.max_failed_logins = a.max_failed_logins;
   api.roster = roster;
   api.deadlines = deadlines;
+  return api;
+}
 
-  Executors executors(store, ex);
-  Server server(store, executors, api);
-  const int port = server.bind(a.host, a.port);
-  std::cout << "convlab serve: listening on http://" << a.host << ":" << port << " ("
-            << roster.size() << " accounts, ";
-  if (slurm) {
+// The lines the staff read when the server is up, and the port file a script waits for.
+void announce(const ServeArgs& a, int port, std::size_t accounts, const ExecutorSettings& ex,
+              const std::map<std::string, UnixTime>& deadlines) {
+  std::cout << "convlab serve: listening on http://" << a.host << ":" << port << " (" << accounts
+            << " accounts, ";
+  if (a.executor == "slurm") {
     std::cout << "every job a Slurm job, at most " << a.slurm.max_jobs << " in Slurm at once";
   } else {
     std::cout << ex.gpus.size() << " GPU executor(s), " << ex.cpu_jobs << " CPU job(s) at once";
@@ -209,6 +211,35 @@ int serve(const ServeArgs& a) {
     std::ofstream(tmp) << port << "\n";
     fs::rename(tmp, a.port_file);
   }
+}
+
+int serve(const ServeArgs& a) {
+  check_serve_options(a);
+  const bool slurm = a.executor == "slurm";
+  const auto roster = load_roster(a.roster);
+  const auto deadlines = deadlines_of(a.deadlines);
+  const fs::path db = fs::absolute(a.db);
+  const fs::path work = a.work.empty() ? fs::path(db.string() + ".jobs") : fs::absolute(a.work);
+  fs::create_directories(work);
+
+  // SIGINT and SIGTERM go to one waiting thread; every other thread blocks them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  JobStore store(db);
+  prepare_store(store, roster, a, db);
+  const ExecutorSettings ex = executor_settings(a, db, work);
+  const ApiSettings api =
+      api_settings(a, db, work, roster, deadlines, slurm || !ex.gpus.empty());
+
+  Executors executors(store, ex);
+  Server server(store, executors, api);
+  const int port = server.bind(a.host, a.port);
+  announce(a, port, roster.size(), ex, deadlines);
   std::thread waiter([&] {
     int sig = 0;
     sigwait(&stop_signals, &sig);

@@ -16,7 +16,7 @@
 #include "grader/service/pages.hpp"
 #include "grader/service/tokens.hpp"
 #include "reference/core/error.hpp"
-#include "reference/driver/milestone.hpp"
+#include "reference/milestones/milestone.hpp"
 
 namespace convlab::service {
 namespace fs = std::filesystem;

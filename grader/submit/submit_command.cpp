@@ -19,7 +19,7 @@
 
 #include "reference/core/error.hpp"
 #include "reference/core/files.hpp"
-#include "reference/driver/milestone.hpp"
+#include "reference/milestones/milestone.hpp"
 
 namespace convlab::submit {
 namespace fs = std::filesystem;

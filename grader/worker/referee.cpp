@@ -49,23 +49,16 @@
 #include <string>
 #include <vector>
 
-#include "datasets/fashion_mnist.hpp"
-#include "datasets/idx.hpp"
 #include "grader/worker/protocol.hpp"
+#include "grader/worker/referee_gpu.hpp"
 #include "grader/worker/remote_conv.hpp"
-#include "reference/conv/library_conv.hpp"
 #include "reference/conv/variant_table.hpp"
 #include "reference/core/error.hpp"
+#include "reference/data/fashion_mnist.hpp"
+#include "reference/data/idx.hpp"
 #include "reference/model/model.hpp"
 #include "reference/network/network.hpp"
-
-#ifdef CONVLAB_HAVE_CUDA
-#include "reference/conv/cudnn_conv.hpp"
-#include "reference/core/cuda_check.hpp"
-#include "reference/core/cuda_stream.hpp"
-#include "reference/core/device_buffer.hpp"
-#include "reference/network/network_gpu.hpp"
-#endif
+#include "reference/network/runner.hpp"
 
 namespace {
 
@@ -78,9 +71,6 @@ namespace grader = convlab::grader;
 bool runs_on_gpu(const std::string& variant) {
   return convlab::find_variant(variant).gpu();
 }
-
-// The max-pool a fused launcher is checked with: the one the network runner fuses.
-constexpr convlab::PoolShape kFusedPool{2, 2};
 
 // Pixel noise of the timed passes: each pixel moves by up to this many grey levels.
 constexpr int kNoiseLevels = 16;
@@ -193,37 +183,6 @@ json timing_json(const convlab::NetworkRun& run) {
           {"layers", layers}};
 }
 
-#ifdef CONVLAB_HAVE_CUDA
-json gpu_json() {
-  const convlab::GpuInfo info = convlab::gpu_info();
-  return {{"name", info.name},
-          {"driver", info.driver},
-          {"cuda_driver", info.cuda_driver},
-          {"sm_count", info.sm_count},
-          {"compute_capability", info.compute_capability}};
-}
-#endif
-
-// Throws unless the GPU can be used here for the GPU variant `variant`.
-void require_gpu([[maybe_unused]] const std::string& variant) {
-#ifdef CONVLAB_HAVE_CUDA
-  std::string why;
-  if (!convlab::cuda_device_available(&why)) throw convlab::CudaError(why);
-#else
-  throw Error("variant '" + variant + "' runs on the GPU, but this harness was built without CUDA");
-#endif
-}
-
-json task_info() {
-#ifdef CONVLAB_HAVE_CUDA
-  std::string why;
-  if (!convlab::cuda_device_available(&why)) return {{"status", "no_gpu"}, {"message", why}};
-  return {{"status", "ok"}, {"gpu", gpu_json()}};
-#else
-  return {{"status", "no_gpu"}, {"message", "this harness was built without CUDA"}};
-#endif
-}
-
 // The socket to the team's process, handed over by the grader.
 int team_socket() {
   const char* text = std::getenv("CONVLAB_PASS_FD");
@@ -313,79 +272,91 @@ json verification_json(const grader::Verification& v) {
   return j;
 }
 
-// How one network pass calls the convolution: the team's (remote) or the library's.
-struct Runner {
-  std::function<convlab::NetworkRun(const convlab::Tensor&, const convlab::TimingOptions&)> run;
-};
+// One call per pass, timed by the referee's own measurement of the remote call.
+convlab::TimingOptions referee_clock(const grader::RemoteConv& team) {
+  return convlab::TimingOptions(0, 1, [&team](const std::function<void()>& call) {
+    call();
+    return team.last_seconds();
+  });
+}
 
-json task_network(const Args& a) {
-  const convlab::Model model = convlab::load_model(a.model);
-  convlab::data::IdxArray idx = convlab::data::read_idx_gz(a.images);
+// The images of a network task: gzipped IDX, [count][rows][cols] bytes, no labels.
+convlab::data::Dataset read_images(const std::string& path) {
+  convlab::data::IdxArray idx = convlab::data::read_idx_gz(path);
   if (idx.dims.size() != 3 || idx.dims[0] < 1) {
-    throw Error(a.images + " must hold images as [count][rows][cols] bytes");
+    throw Error(path + " must hold images as [count][rows][cols] bytes");
   }
   convlab::data::Dataset images;
   images.count = idx.dims[0];
   images.rows = static_cast<int>(idx.dims[1]);
   images.cols = static_cast<int>(idx.dims[2]);
   images.pixels = std::move(idx.values);
+  return images;
+}
+
+// Warm-up and timed passes on fresh inputs, every timed call verified; then, with
+// --reference, the same inputs through the library once the team's run is over.
+void timed_passes(const Args& a, const convlab::Model& model, const convlab::data::Dataset& images,
+                  int warmup, grader::RemoteConv& team, const convlab::NetworkRunner& team_runner,
+                  const convlab::NetworkRunner& library, json& out) {
+  const convlab::TimingOptions own_clock{0, 1};
+  std::vector<convlab::Tensor> inputs;
+  for (int pass = 0; pass < warmup + a.runs; ++pass) {
+    inputs.push_back(noisy_pass_input(images, model.input_scale, *a.noise_seed, pass));
+  }
+  std::vector<convlab::NetworkRun> team_runs, library_runs;
+  for (int pass = 0; pass < warmup + a.runs; ++pass) {
+    team.set_verify(pass >= warmup);
+    convlab::NetworkRun r =
+        team_runner(inputs[static_cast<std::size_t>(pass)], referee_clock(team));
+    if (pass >= warmup) team_runs.push_back(std::move(r));
+  }
+  team.set_verify(false);
+  if (a.reference) {
+    team.quit();
+    wait_for_team_gone();
+    for (int pass = 0; pass < warmup + a.runs; ++pass) {
+      convlab::NetworkRun ref = library(inputs[static_cast<std::size_t>(pass)], own_clock);
+      if (pass >= warmup) library_runs.push_back(std::move(ref));
+    }
+  }
+  out["warmup_passes"] = warmup;
+  out["timed_passes"] = a.runs;
+  out["noise_seed"] = *a.noise_seed;
+  out["timing"] = timing_json(merged(team_runs));
+  out["verification"] = verification_json(team.verification());
+  if (a.reference) out["reference"] = timing_json(merged(library_runs));
+}
+
+// The team's convolution in the network runner that `convlab run` uses.
+convlab::NetworkRunner team_runner(const convlab::Model& model, grader::RemoteConv& team,
+                                   const std::string& variant, bool gpu) {
+  if (gpu) return grader::referee::team_gpu_runner(model, team, variant);
+  return convlab::cpu_runner(
+      model,
+      [&team](float* y, const float* x, const float* k, const ConvShape& s) {
+        team.cpu(y, x, k, s);
+      },
+      variant);
+}
+
+json task_network(const Args& a) {
+  const convlab::Model model = convlab::load_model(a.model);
+  const convlab::data::Dataset images = read_images(a.images);
   const convlab::Tensor input = images.images(images.count, model.input_scale);
 
-  const bool gpu = runs_on_gpu(a.variant);
-  if (gpu) require_gpu(a.variant);
+  const convlab::Device device = convlab::find_variant(a.variant).device;
+  const bool gpu = device == convlab::Device::gpu;
+  if (gpu) grader::referee::require_gpu(a.variant);
   grader::RemoteConv team(team_socket(), a.variant, a.staged);
-  // Every call's time is the referee's own measurement of the remote call.
-  const convlab::TimingOptions once(0, 1, [&team](const std::function<void()>& call) {
-    call();
-    return team.last_seconds();
-  });
-  const convlab::TimingOptions own_clock{0, 1};
-  const int warmup = a.warmup >= 0 ? a.warmup : (gpu ? 1 : 0);
+  // Warm-up passes: as many as `convlab run` makes warm-up calls, unless --warmup says.
+  const int warmup = a.warmup >= 0 ? a.warmup : convlab::warmup_calls(device);
   json out = {{"variant", a.variant}, {"device", gpu ? "gpu" : "cpu"}, {"images", images.count}};
-  out["gpu"] = nullptr;
-  Runner team_runner, library_runner;
-  std::string reference_name;
-  if (!gpu) {
-    team_runner.run = [&](const convlab::Tensor& in, const convlab::TimingOptions& t) {
-      return convlab::run_network_cpu(
-          model, in,
-          [&](float* y, const float* x, const float* k, const ConvShape& s) {
-            team.cpu(y, x, k, s);
-          },
-          t);
-    };
-    reference_name = "cpu_reference";
-    library_runner.run = [&](const convlab::Tensor& in, const convlab::TimingOptions& t) {
-      return convlab::run_network_cpu(model, in, convlab::conv_forward_reference, t);
-    };
-  } else {
-#ifdef CONVLAB_HAVE_CUDA
-    out["gpu"] = gpu_json();
-    // As `convlab run`: the variant's fused launcher where it offers one (a stub falls back to
-    // the plain launcher inside the runner), and cuDNN fused exactly when the team's run was.
-    const bool offers_fused = team.has_fused();
-    team_runner.run = [&, offers_fused](const convlab::Tensor& in, const convlab::TimingOptions& t) {
-      const convlab::GpuConvTanhPoolCall fused =
-          offers_fused ? convlab::GpuConvTanhPoolCall([&](float* y, const float* x, const float* k,
-                                                          const ConvShape& s,
-                                                          const convlab::PoolShape& p,
-                                                          cudaStream_t st) {
-            team.gpu_fused(y, x, k, s, p.size, st);
-          })
-                       : nullptr;
-      return convlab::run_network_gpu(
-          model, in,
-          [&](float* y, const float* x, const float* k, const ConvShape& s, cudaStream_t st) {
-            team.gpu(y, x, k, s, st);
-          },
-          fused, a.variant, t);
-    };
-    reference_name = "cudnn";
-#endif
-  }
+  out["gpu"] = gpu ? grader::referee::gpu_json() : json(nullptr);
+  const convlab::NetworkRunner runner = team_runner(model, team, a.variant, gpu);
 
   // The count: one pass on the real images, in the file's order.
-  const convlab::NetworkRun count = team_runner.run(input, once);
+  const convlab::NetworkRun count = runner(input, referee_clock(team));
   json passes = json::array();
   passes.push_back({{"offset", 0}, {"predictions", convlab::predictions(count.output)}});
   out["passes"] = passes;
@@ -395,51 +366,11 @@ json task_network(const Args& a) {
   out["verification"] = nullptr;
   if (a.runs == 0 || a.staged) return out;
 
-#ifdef CONVLAB_HAVE_CUDA
-  if (gpu) {
-    const auto& layers = count.conv_layers;
-    const bool fused =
-        std::any_of(layers.begin(), layers.end(), [](const auto& t) { return !t.fused.empty(); });
-    const convlab::GpuConvTanhPoolCall cudnn_fused =
-        fused ? convlab::GpuConvTanhPoolCall(convlab::conv_tanh_maxpool_cudnn) : nullptr;
-    library_runner.run = [&, cudnn_fused](const convlab::Tensor& in,
-                                          const convlab::TimingOptions& t) {
-      return convlab::run_network_gpu(model, in, convlab::conv_forward_cudnn, cudnn_fused,
-                                      "cuDNN", t);
-    };
-  }
-#endif
-  // Warm-up and timed passes on fresh inputs, every timed call verified.
-  std::vector<convlab::Tensor> inputs;
-  for (int pass = 0; pass < warmup + a.runs; ++pass) {
-    inputs.push_back(noisy_pass_input(images, model.input_scale, *a.noise_seed, pass));
-  }
-  std::vector<convlab::NetworkRun> team_runs, library_runs;
-  for (int pass = 0; pass < warmup + a.runs; ++pass) {
-    team.set_verify(pass >= warmup);
-    convlab::NetworkRun r = team_runner.run(inputs[static_cast<std::size_t>(pass)], once);
-    if (pass >= warmup) team_runs.push_back(std::move(r));
-  }
-  team.set_verify(false);
-  if (a.reference) {
-    // The same inputs through the library, once the team's run is over.
-    team.quit();
-    wait_for_team_gone();
-    for (int pass = 0; pass < warmup + a.runs; ++pass) {
-      convlab::NetworkRun ref =
-          library_runner.run(inputs[static_cast<std::size_t>(pass)], own_clock);
-      if (pass >= warmup) library_runs.push_back(std::move(ref));
-    }
-  }
-  out["warmup_passes"] = warmup;
-  out["timed_passes"] = a.runs;
-  out["noise_seed"] = *a.noise_seed;
-  out["timing"] = timing_json(merged(team_runs));
-  out["verification"] = verification_json(team.verification());
-  if (a.reference) {
-    out["reference"] = timing_json(merged(library_runs));
-    out["reference"]["name"] = reference_name;
-  }
+  // As `convlab run`: cuDNN fused exactly when the team's run was.
+  const convlab::NetworkRunner library =
+      convlab::library_runner(model, device, convlab::Precision::fp32, convlab::any_fused(count));
+  timed_passes(a, model, images, warmup, team, runner, library, out);
+  if (a.reference) out["reference"]["name"] = gpu ? "cudnn" : "cpu_reference";
   return out;
 }
 
@@ -447,17 +378,15 @@ json task_elementwise(const Args& a) {
   const bool gpu = runs_on_gpu(a.variant);
   json out = {{"variant", a.variant}, {"device", gpu ? "gpu" : "cpu"}, {"seed", *a.seed}};
   out["gpu"] = nullptr;
-  if (gpu) require_gpu(a.variant);
+  if (gpu) grader::referee::require_gpu(a.variant);
   grader::RemoteConv team(team_socket(), a.variant, false);
-#ifdef CONVLAB_HAVE_CUDA
-  if (gpu) out["gpu"] = gpu_json();
-  // A variant with a fused launcher has it checked too, on every shape a 2x2 pool fits; its
-  // stub (NotImplemented) is reported, not failed: the fused launcher is optional.
-  bool fused = gpu && team.has_fused();
-  if (fused) out["fused"] = "ok";
-  std::optional<convlab::CudaStream> stream;
-  if (gpu) stream.emplace();
-#endif
+  if (gpu) {
+    out["gpu"] = grader::referee::gpu_json();
+    json outputs = grader::referee::gpu_elementwise(team, *a.seed, a.shapes, out);
+    for (std::size_t i = 0; i < a.shapes.size(); ++i) outputs[i]["shape"] = shape_json(a.shapes[i]);
+    out["outputs"] = outputs;
+    return out;
+  }
   json outputs = json::array();
   for (std::size_t i = 0; i < a.shapes.size(); ++i) {
     const ConvShape& s = a.shapes[i];
@@ -465,40 +394,10 @@ json task_elementwise(const Args& a) {
         grader::elementwise_values(*a.seed, i, grader::ElementwiseTensor::x, s.x_elements());
     const std::vector<float> k =
         grader::elementwise_values(*a.seed, i, grader::ElementwiseTensor::k, s.k_elements());
-    json o = {{"shape", shape_json(s)}};
     // Two calls each: y is poisoned before every call, so both must write every output.
-    if (!gpu) {
-      std::vector<float> y(static_cast<std::size_t>(s.y_elements()));
-      for (int call = 0; call < 2; ++call) team.cpu(y.data(), x.data(), k.data(), s);
-      o["y"] = grader::encode_floats(y);
-    } else {
-#ifdef CONVLAB_HAVE_CUDA
-      convlab::DeviceBuffer dx(s.x_elements()), dk(s.k_elements()), dy(s.y_elements());
-      dx.upload(x);
-      dk.upload(k);
-      for (int call = 0; call < 2; ++call) {
-        team.gpu(dy.data(), dx.data(), dk.data(), s, stream->get());
-      }
-      stream->sync();
-      o["y"] = grader::encode_floats(dy.download());
-      const bool fits = kFusedPool.size <= s.H_out() && kFusedPool.size <= s.W_out();
-      if (fused && fits) {
-        convlab::DeviceBuffer dp(kFusedPool.pooled_elements(s));
-        try {
-          for (int call = 0; call < 2; ++call) {
-            team.gpu_fused(dp.data(), dx.data(), dk.data(), s, kFusedPool.size, stream->get());
-          }
-          stream->sync();
-          o["pooled"] = grader::encode_floats(dp.download());
-        } catch (const convlab::NotImplemented& e) {
-          fused = false;
-          out["fused"] = "not_implemented";
-          out["fused_message"] = e.what();
-        }
-      }
-#endif
-    }
-    outputs.push_back(o);
+    std::vector<float> y(static_cast<std::size_t>(s.y_elements()));
+    for (int call = 0; call < 2; ++call) team.cpu(y.data(), x.data(), k.data(), s);
+    outputs.push_back({{"shape", shape_json(s)}, {"y", grader::encode_floats(y)}});
   }
   out["outputs"] = outputs;
   return out;
@@ -541,7 +440,7 @@ int main(int argc, char** argv) {
   try {
     const Args args = parse_args(argc, argv);
     if (args.task == "info") {
-      result = task_info();
+      result = grader::referee::task_info();
     } else if (args.task == "network") {
       result = task_network(args);
     } else {
@@ -558,23 +457,11 @@ int main(int argc, char** argv) {
     result = {{"status", "team_lost"}, {"message", e.what()}};
   } catch (const grader::TeamWroteInput& e) {
     result = {{"status", "input_written"}, {"message", e.what()}};
-#ifdef CONVLAB_HAVE_CUDA
-  } catch (const convlab::CudaError& e) {
-    std::string why;
-    if (!convlab::cuda_device_available(&why)) {
-      result = {{"status", "no_gpu"}, {"message", why}};
-    } else if (e.out_of_memory()) {
-      // The referee's memory is taken beside the team's process, on the team's one GPU: when it
-      // runs out, the team's process holds the rest.
-      result = {{"status", "gpu_memory"}, {"message", e.what()}};
-    } else {
-      result = {{"status", "referee_error"}, {"message", e.what()}};
-    }
-#endif
   } catch (const std::bad_alloc&) {
     result = {{"status", "referee_error"}, {"message", "out of memory"}};
   } catch (const std::exception& e) {
-    result = {{"status", "referee_error"}, {"message", e.what()}};
+    result = grader::referee::gpu_failure(e).value_or(
+        json{{"status", "referee_error"}, {"message", e.what()}});
   }
   result["schema"] = grader::kCheckSchema;
   result["task"] = task;

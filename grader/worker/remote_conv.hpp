@@ -26,9 +26,9 @@
 #include "reference/conv/precision.hpp"
 #include "reference/core/error.hpp"
 
-#ifdef CONVLAB_HAVE_CUDA
-#include <cuda_runtime_api.h>
-#endif
+// The stream type of the GPU calls (cudaStream_t is CUstream_st*), so that this header needs
+// no CUDA: remote_conv_gpu.cpp defines those calls, and a build without CUDA has them throw.
+struct CUstream_st;
 
 namespace convlab::grader {
 
@@ -97,13 +97,11 @@ class RemoteConv {
 
   /// The team's CPU convolution (host pointers).
   void cpu(float* y, const float* x, const float* k, const ConvShape& shape);
-#ifdef CONVLAB_HAVE_CUDA
   /// The team's GPU convolution (device pointers of this process; `stream` orders them).
-  void gpu(float* y, const float* x, const float* k, const ConvShape& shape, cudaStream_t stream);
+  void gpu(float* y, const float* x, const float* k, const ConvShape& shape, CUstream_st* stream);
   /// The team's fused launcher, y = maxpool(tanh(conv(x, k))) with a `pool` x `pool` window.
   void gpu_fused(float* y, const float* x, const float* k, const ConvShape& shape, int pool,
-                 cudaStream_t stream);
-#endif
+                 CUstream_st* stream);
   /// Seconds of the last call by the referee's clock: its request's whole round trip, divided
   /// by the calls the request made.
   double last_seconds() const { return last_s_; }

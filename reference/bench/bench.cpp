@@ -12,7 +12,7 @@
 #include "reference/bench/roofline_svg.hpp"
 #include "reference/core/error.hpp"
 #include "reference/core/files.hpp"
-#include "reference/driver/milestone.hpp"
+#include "reference/milestones/milestone.hpp"
 
 #ifdef CONVLAB_HAVE_CUDA
 #include "reference/bench/bench_gpu.hpp"

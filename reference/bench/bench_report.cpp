@@ -11,8 +11,8 @@
 #include <tuple>
 
 #include "reference/core/error.hpp"
+#include "reference/core/format.hpp"
 #include "reference/core/parallel.hpp"
-#include "reference/driver/format.hpp"
 
 namespace convlab {
 

@@ -12,7 +12,7 @@
 #include "reference/bench/bench.hpp"
 #include "reference/bench/bench_report.hpp"
 #include "reference/core/error.hpp"
-#include "reference/driver/format.hpp"
+#include "reference/core/format.hpp"
 
 #ifdef CONVLAB_HAVE_CUDA
 #include "reference/bench/bench_gpu.hpp"

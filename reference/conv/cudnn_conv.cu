@@ -45,13 +45,6 @@ void ensure_halves(DeviceBuffer& b, std::int64_t halves) {
 
 }  // namespace
 
-void cudnn_check(cudnnStatus_t status, const char* call, const char* file, int line) {
-  if (status == CUDNN_STATUS_SUCCESS) return;
-  throw CudaError(std::string("cuDNN error ") + cudnnGetErrorString(status) + " in " + call +
-                      " at " + file + ":" + std::to_string(line),
-                  status == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED);
-}
-
 CudnnConv::CudnnConv(Precision precision, CudnnAlgorithm algorithm)
     : precision_(precision), direct_(algorithm == CudnnAlgorithm::direct) {
   CUDNN_CHECK(cudnnCreate(&handle_));

@@ -11,15 +11,10 @@
 #include "reference/conv/conv_shape.hpp"
 #include "reference/conv/precision.hpp"
 #include "reference/conv/student_api.hpp"
+#include "reference/core/cudnn_check.hpp"
 #include "reference/core/device_buffer.hpp"
 
 namespace convlab {
-
-/// Throws CudaError when a cuDNN call fails.
-void cudnn_check(cudnnStatus_t status, const char* call, const char* file, int line);
-/// Checks a cuDNN call: throws CudaError naming the call, file and line unless it returns
-/// CUDNN_STATUS_SUCCESS.
-#define CUDNN_CHECK(call) ::convlab::cudnn_check((call), #call, __FILE__, __LINE__)
 
 /// "IMPLICIT_GEMM", "FFT_TILING", ... (cudnnConvolutionFwdAlgo_t without its prefix).
 std::string cudnn_algorithm_name(cudnnConvolutionFwdAlgo_t algo);

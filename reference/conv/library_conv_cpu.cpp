@@ -3,7 +3,7 @@
 
 #include "reference/conv/library_conv.hpp"
 #include "reference/core/parallel.hpp"
-#include "reference/layers/simd.hpp"
+#include "reference/core/simd.hpp"
 
 namespace convlab {
 

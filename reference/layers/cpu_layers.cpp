@@ -6,7 +6,7 @@
 
 #include "reference/core/ceil_div.hpp"
 #include "reference/core/parallel.hpp"
-#include "reference/layers/simd.hpp"
+#include "reference/core/simd.hpp"
 
 namespace convlab::cpu {
 

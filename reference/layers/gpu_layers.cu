@@ -3,8 +3,8 @@
 #include <string>
 #include <vector>
 
-#include "reference/conv/cudnn_conv.hpp"
 #include "reference/core/cuda_check.hpp"
+#include "reference/core/cudnn_check.hpp"
 
 #define CUBLAS_CHECK(call) ::convlab::gpu::cublas_check((call), #call, __FILE__, __LINE__)
 

@@ -98,145 +98,201 @@ NetworkRun run_network_gpu(const Model& model, const Tensor& input, const GpuCon
   return run_network_gpu(model, input, conv, nullptr, conv_name, timing);
 }
 
-NetworkRun run_network_gpu(const Model& model, const Tensor& input, const GpuConvCall& conv,
-                           const GpuConvTanhPoolCall& conv_tanh_pool, const std::string& conv_name,
-                           const TimingOptions& timing) {
-  check_input(model, input);
-  const std::int64_t n = input.dim(0);
-  const std::vector<Shape> shapes = model.output_shapes();
+namespace {
 
-  CudaStream stream;  // the whole run is queued on it
-  gpu::Layers layers(stream.get());
-  std::vector<DeviceBuffer> weights, biases;
-  for (const Layer& layer : model.layers) {
-    weights.push_back(layer.weight.size() > 0 ? to_device(layer.weight) : DeviceBuffer());
-    biases.push_back(layer.bias.size() > 0 ? to_device(layer.bias) : DeviceBuffer());
+// cudaGetLastError too: a launch that never started (a bad block size, too much shared memory)
+// is reported only there, not by the synchronisation.
+const auto sync_device = [] {
+  CUDA_CHECK(cudaDeviceSynchronize());
+  CUDA_CHECK(cudaGetLastError());
+};
+
+// One run of the network on the GPU, layer by layer, the activations kept on the device.
+class GpuNetworkRun {
+ public:
+  GpuNetworkRun(const Model& model, const Tensor& input, const GpuConvCall& conv,
+                const GpuConvTanhPoolCall& conv_tanh_pool, const std::string& conv_name,
+                const TimingOptions& timing)
+      : model_(model),
+        conv_(conv),
+        conv_tanh_pool_(conv_tanh_pool),
+        conv_name_(conv_name),
+        timing_(timing),
+        n_(input.dim(0)),
+        shapes_(model.output_shapes()),
+        layers_(stream_.get()),
+        current_(to_device(input)),
+        cur_(input.shape()),
+        fuse_(static_cast<bool>(conv_tanh_pool)) {
+    for (const Layer& layer : model.layers) {
+      weights_.push_back(layer.weight.size() > 0 ? to_device(layer.weight) : DeviceBuffer());
+      biases_.push_back(layer.bias.size() > 0 ? to_device(layer.bias) : DeviceBuffer());
+    }
   }
-  DeviceBuffer current = to_device(input);
-  Shape cur = input.shape();
-  NetworkRun run;
-  // cudaGetLastError too: a launch that never started (a bad block size, too much shared
-  // memory) is reported only there, not by the synchronisation.
-  const auto sync = [] {
-    CUDA_CHECK(cudaDeviceSynchronize());
-    CUDA_CHECK(cudaGetLastError());
-  };
-  bool fuse = static_cast<bool>(conv_tanh_pool);  // off for good once the fused call is a stub
 
-  for (std::size_t i = 0; i < model.layers.size(); ++i) {
-    const Layer& layer = model.layers[i];
-    Shape out = shapes[i];
-    out.insert(out.begin(), n);
-    switch (layer.kind) {
-      case LayerKind::conv: {
-        const ConvShape s{as_int(n),      as_int(layer.weight.dim(0)),
-                          as_int(cur[1]), as_int(cur[2]),
-                          as_int(cur[3]), as_int(layer.weight.dim(2))};
-        s.validate();
-        const auto failed = [&](const CudaError& e) {
-          return CudaError("the " + conv_name + " convolution failed on layer " +
-                               std::to_string(i) + " (" + s.to_string() + "): " + e.what() +
-                               "\nRun it under compute-sanitizer to find the faulty access.",
-                           e.out_of_memory());
-        };
-        if (fuse && fuses_tanh_maxpool2(model, i)) {
-          // conv, tanh and max-pool in one timed call; the next two layers are skipped.
-          const PoolShape pool{2, 2};
-          Shape pooled = shapes[i + 2];
-          pooled.insert(pooled.begin(), n);
-          DeviceBuffer y(shape_elements(pooled));
-          try {
-            ConvLayerTime t = time_conv_layer(
-                static_cast<int>(i), s, timing, [&] { y.fill_bytes(0xff); }, sync,
-                [&] {
-                  conv_tanh_pool(y.data(), current.data(), weights[i].data(), s, pool,
-                                 stream.get());
-                });
-            t.fused = kFusedTanhMaxpool2;
-            if (timing.layer_time) {
-              t.layer_seconds = time_as_layer(
-                  current, weights[i], y.size(),
-                  [&](float* ly, const float* lx, const float* lk) {
-                    conv_tanh_pool(ly, lx, lk, s, pool, stream.get());
-                  },
-                  timing.runs);
-            }
-            run.conv_layers.push_back(std::move(t));
-            current = std::move(y);
-            out = std::move(pooled);
-            i += 2;
-            break;
-          } catch (const NotImplemented&) {
-            fuse = false;  // the stub: run this layer and the later ones unfused
-          } catch (const CudaError& e) {
-            throw failed(e);
-          }
-        }
-        DeviceBuffer y(shape_elements(out));
-        if (conv.host != nullptr) {
-          try {
-            run.conv_layers.push_back(time_host_layer(static_cast<int>(i), s, timing, sync,
-                                                      conv.host, current, weights[i], y));
-          } catch (const CudaError& e) {
-            throw failed(e);
-          }
-          current = std::move(y);
-          break;
-        }
-        try {
-          ConvLayerTime t = time_conv_layer(
-              static_cast<int>(i), s, timing, [&] { y.fill_bytes(0xff); }, sync,
-              [&] { conv(y.data(), current.data(), weights[i].data(), s, stream.get()); });
-          if (timing.layer_time) {
-            t.layer_seconds = time_as_layer(
-                current, weights[i], y.size(),
-                [&](float* ly, const float* lx, const float* lk) {
-                  conv(ly, lx, lk, s, stream.get());
-                },
-                timing.runs);
-          }
-          run.conv_layers.push_back(std::move(t));
-        } catch (const CudaError& e) {
-          throw failed(e);
-        }
-        current = std::move(y);
-        break;
+  NetworkRun run() {
+    for (std::size_t i = 0; i < model_.layers.size(); ++i) {
+      Shape out = batch_shape(i);
+      if (model_.layers[i].kind == LayerKind::conv) {
+        i += conv_layer(i, out) - 1;
+      } else {
+        other_layer(i, out);
       }
+      cur_ = std::move(out);
+    }
+    sync_device();
+    run_.output = Tensor({n_, shape_elements(cur_) / n_}, current_.download());
+    return std::move(run_);
+  }
+
+ private:
+  // The output shape of layer i for the whole batch.
+  Shape batch_shape(std::size_t i) const {
+    Shape out = shapes_[i];
+    out.insert(out.begin(), n_);
+    return out;
+  }
+
+  CudaError failed(std::size_t i, const ConvShape& s, const CudaError& e) const {
+    return CudaError("the " + conv_name_ + " convolution failed on layer " + std::to_string(i) +
+                         " (" + s.to_string() + "): " + e.what() +
+                         "\nRun it under compute-sanitizer to find the faulty access.",
+                     e.out_of_memory());
+  }
+
+  // Conv layer i; returns how many layers it computed (3 when fused with its tanh and
+  // max-pool, `out` then the pooled shape).
+  std::size_t conv_layer(std::size_t i, Shape& out) {
+    const Layer& layer = model_.layers[i];
+    const ConvShape s{as_int(n_),      as_int(layer.weight.dim(0)),
+                      as_int(cur_[1]), as_int(cur_[2]),
+                      as_int(cur_[3]), as_int(layer.weight.dim(2))};
+    s.validate();
+    if (fuse_ && fuses_tanh_maxpool2(model_, i)) {
+      Shape pooled = batch_shape(i + 2);
+      DeviceBuffer y(shape_elements(pooled));
+      try {
+        fused_conv_layer(i, s, y);
+        out = std::move(pooled);
+        return 3;
+      } catch (const NotImplemented&) {
+        fuse_ = false;  // the stub: run this layer and the later ones unfused
+      } catch (const CudaError& e) {
+        throw failed(i, s, e);
+      }
+    }
+    DeviceBuffer y(shape_elements(out));
+    try {
+      plain_conv_layer(i, s, y);
+    } catch (const CudaError& e) {
+      throw failed(i, s, e);
+    }
+    return 1;
+  }
+
+  // conv, tanh and max-pool in one timed call, into y.
+  void fused_conv_layer(std::size_t i, const ConvShape& s, DeviceBuffer& y) {
+    const PoolShape pool{2, 2};
+    ConvLayerTime t = time_conv_layer(
+        static_cast<int>(i), s, timing_, [&] { y.fill_bytes(0xff); }, sync_device,
+        [&] {
+          conv_tanh_pool_(y.data(), current_.data(), weights_[i].data(), s, pool, stream_.get());
+        });
+    t.fused = kFusedTanhMaxpool2;
+    if (timing_.layer_time) {
+      t.layer_seconds = time_as_layer(
+          current_, weights_[i], y.size(),
+          [&](float* ly, const float* lx, const float* lk) {
+            conv_tanh_pool_(ly, lx, lk, s, pool, stream_.get());
+          },
+          timing_.runs);
+    }
+    run_.conv_layers.push_back(std::move(t));
+    current_ = std::move(y);
+  }
+
+  // The plain conv call, into y.
+  void plain_conv_layer(std::size_t i, const ConvShape& s, DeviceBuffer& y) {
+    if (conv_.host != nullptr) {
+      run_.conv_layers.push_back(time_host_layer(static_cast<int>(i), s, timing_, sync_device,
+                                                 conv_.host, current_, weights_[i], y));
+      current_ = std::move(y);
+      return;
+    }
+    ConvLayerTime t = time_conv_layer(
+        static_cast<int>(i), s, timing_, [&] { y.fill_bytes(0xff); }, sync_device,
+        [&] { conv_(y.data(), current_.data(), weights_[i].data(), s, stream_.get()); });
+    if (timing_.layer_time) {
+      t.layer_seconds = time_as_layer(
+          current_, weights_[i], y.size(),
+          [&](float* ly, const float* lx, const float* lk) { conv_(ly, lx, lk, s, stream_.get()); },
+          timing_.runs);
+    }
+    run_.conv_layers.push_back(std::move(t));
+    current_ = std::move(y);
+  }
+
+  // Every layer but conv, by the framework's GPU layers.
+  void other_layer(std::size_t i, const Shape& out) {
+    const Layer& layer = model_.layers[i];
+    switch (layer.kind) {
+      case LayerKind::conv:
+        break;
       case LayerKind::tanh: {
-        const Chw d = chw(cur);
-        layers.tanh(current.data(), n, d.c, d.h, d.w);
+        const Chw d = chw(cur_);
+        layers_.tanh(current_.data(), n_, d.c, d.h, d.w);
         break;
       }
       case LayerKind::relu: {
-        const Chw d = chw(cur);
-        layers.relu(current.data(), n, d.c, d.h, d.w);
+        const Chw d = chw(cur_);
+        layers_.relu(current_.data(), n_, d.c, d.h, d.w);
         break;
       }
       case LayerKind::maxpool: {
         DeviceBuffer y(shape_elements(out));
-        layers.maxpool(current.data(), y.data(), n, as_int(cur[1]), as_int(cur[2]), as_int(cur[3]),
-                       layer.pool_size, layer.pool_stride);
-        current = std::move(y);
+        layers_.maxpool(current_.data(), y.data(), n_, as_int(cur_[1]), as_int(cur_[2]),
+                        as_int(cur_[3]), layer.pool_size, layer.pool_stride);
+        current_ = std::move(y);
         break;
       }
       case LayerKind::flatten:
         break;
       case LayerKind::fc: {
         DeviceBuffer y(shape_elements(out));
-        layers.fully_connected(current.data(), weights[i].data(), biases[i].data(), y.data(), n,
-                               as_int(layer.weight.dim(1)), as_int(layer.weight.dim(0)));
-        current = std::move(y);
+        layers_.fully_connected(current_.data(), weights_[i].data(), biases_[i].data(), y.data(),
+                                n_, as_int(layer.weight.dim(1)), as_int(layer.weight.dim(0)));
+        current_ = std::move(y);
         break;
       }
       case LayerKind::softmax:
-        layers.softmax(current.data(), n, as_int(shape_elements(cur) / n));
+        layers_.softmax(current_.data(), n_, as_int(shape_elements(cur_) / n_));
         break;
     }
-    cur = std::move(out);
   }
-  sync();
-  run.output = Tensor({n, shape_elements(cur) / n}, current.download());
-  return run;
+
+  const Model& model_;
+  const GpuConvCall& conv_;
+  const GpuConvTanhPoolCall& conv_tanh_pool_;
+  const std::string& conv_name_;
+  const TimingOptions& timing_;
+  const std::int64_t n_;
+  const std::vector<Shape> shapes_;
+  CudaStream stream_;  // the whole run is queued on it
+  gpu::Layers layers_;
+  std::vector<DeviceBuffer> weights_, biases_;
+  DeviceBuffer current_;
+  Shape cur_;
+  NetworkRun run_;
+  bool fuse_;  // off for good once the fused call is a stub
+};
+
+}  // namespace
+
+NetworkRun run_network_gpu(const Model& model, const Tensor& input, const GpuConvCall& conv,
+                           const GpuConvTanhPoolCall& conv_tanh_pool, const std::string& conv_name,
+                           const TimingOptions& timing) {
+  check_input(model, input);
+  return GpuNetworkRun(model, input, conv, conv_tanh_pool, conv_name, timing).run();
 }
 
 GpuInfo gpu_info() {

@@ -7,11 +7,11 @@
 #include <set>
 #include <sstream>
 
+#include "reference/commands/check_command.hpp"
+#include "reference/commands/run_command.hpp"
 #include "reference/conv/library_conv.hpp"
 #include "reference/conv/student_api.hpp"
 #include "reference/core/error.hpp"
-#include "reference/driver/check_command.hpp"
-#include "reference/driver/run_command.hpp"
 
 using namespace convlab;
 

@@ -7,11 +7,11 @@
 #include <algorithm>
 #include <sstream>
 
+#include "reference/commands/check_command.hpp"
+#include "reference/commands/run_steps.hpp"
 #include "reference/conv/library_conv.hpp"
 #include "reference/conv/student_api.hpp"
 #include "reference/core/error.hpp"
-#include "reference/driver/check_command.hpp"
-#include "reference/driver/run_steps.hpp"
 #include "tests/support/test_support.hpp"
 
 using namespace convlab;

@@ -16,7 +16,7 @@
 
 #include "reference/conv/variant_table.hpp"
 #include "reference/core/error.hpp"
-#include "reference/driver/milestone.hpp"
+#include "reference/milestones/milestone.hpp"
 #include "tests/support/test_support.hpp"
 
 using namespace convlab;
@@ -79,7 +79,7 @@ TEST_CASE("a milestone's files and variants are its declared ones; checks.json l
   for (const std::string& ms : milestones) {
     CAPTURE(ms);
     const json checks = checks_of(ms);
-    // Derived from the declarations (reference/driver/milestone.cpp): a list here would be a
+    // Derived from the declarations (reference/milestones/milestone.cpp): a list here would be a
     // second copy.
     CHECK_FALSE(checks.contains("team_writes"));
     CHECK_FALSE(checks.contains("team_folders"));

@@ -11,11 +11,11 @@
 #include <cstring>
 #include <filesystem>
 
-#include "datasets/fashion_mnist.hpp"
 #include "reference/conv/cudnn_conv.hpp"
 #include "reference/conv/library_conv.hpp"
 #include "reference/conv/variants.hpp"
 #include "reference/core/cuda_check.hpp"
+#include "reference/data/fashion_mnist.hpp"
 #include "reference/layers/cpu_layers.hpp"
 #include "reference/layers/gpu_layers.hpp"
 #include "reference/network/exact.hpp"

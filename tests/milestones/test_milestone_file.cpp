@@ -8,7 +8,7 @@
 #include <string>
 
 #include "reference/core/error.hpp"
-#include "reference/driver/milestone.hpp"
+#include "reference/milestones/milestone.hpp"
 #include "tests/support/test_support.hpp"
 
 namespace fs = std::filesystem;

@@ -5,9 +5,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "datasets/fashion_mnist.hpp"
 #include "reference/conv/library_conv.hpp"
 #include "reference/conv/variants.hpp"
+#include "reference/data/fashion_mnist.hpp"
 #include "reference/network/network.hpp"
 #include "tests/support/code_under_test.hpp"
 #include "tests/support/test_support.hpp"

@@ -8,11 +8,11 @@
 #include <filesystem>
 #include <limits>
 
-#include "datasets/fashion_mnist.hpp"
 #include "reference/conv/elementwise.hpp"
 #include "reference/conv/library_conv.hpp"
 #include "reference/conv/precision.hpp"
 #include "reference/core/error.hpp"
+#include "reference/data/fashion_mnist.hpp"
 #include "reference/network/exact.hpp"
 #include "reference/network/network.hpp"
 #include "tests/support/test_support.hpp"

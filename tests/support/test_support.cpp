@@ -10,7 +10,7 @@
 #include <random>
 #include <sstream>
 
-#include "datasets/fashion_mnist.hpp"
+#include "reference/data/fashion_mnist.hpp"
 
 namespace convlab::test {
 

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "datasets/fashion_mnist.hpp"
 #include "reference/conv/conv_shape.hpp"
+#include "reference/data/fashion_mnist.hpp"
 
 namespace convlab::test {
 

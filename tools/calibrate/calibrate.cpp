@@ -188,141 +188,200 @@ TargetSearch find_target(const Model& a, const Model& b, const data::Dataset& da
               " correct (two images flip at the same t); try other --scan-points");
 }
 
-RepairResult repair_margins(Model& model, const Evaluation& eval, double bound,
-                            const std::function<void(const std::string&)>& log) {
-  const NetPlan plan = make_plan(model);
-  Layer& fc = model.layers[static_cast<std::size_t>(plan.logits_layer)];
-  const std::int64_t C = eval.classes, F = eval.features, N = eval.count;
-  if (eval.inputs.size() != static_cast<std::size_t>(N * F) || fc.weight.dim(1) != F ||
-      fc.weight.dim(0) != C) {
-    throw Error("repair_margins: the evaluation does not match the model (keep_inputs?)");
-  }
-  const bool has_bias = fc.bias.size() == C;
-  // Parameters as float values held in double; row k: weights of class k, then its bias.
-  const std::int64_t row = F + 1;
-  std::vector<double> theta(static_cast<std::size_t>(C * row), 0.0);
-  for (std::int64_t k = 0; k < C; ++k) {
-    for (std::int64_t f = 0; f < F; ++f) {
-      theta[static_cast<std::size_t>(k * row + f)] = fc.weight.data()[k * F + f];
-    }
-    if (has_bias) theta[static_cast<std::size_t>(k * row + F)] = fc.bias.data()[k];
-  }
-  const std::vector<int>& preds = eval.predictions;
-  const auto feature = [&](std::int64_t i) { return eval.inputs.data() + i * F; };
-  // The gap of (image i, class j) is z_p - z_j with p the prediction; every gap is linear in
-  // theta. Aim past the bound so that one step does not leave a neighbour just under it.
-  const double goal = 2.0 * bound;
-  std::vector<double> z(static_cast<std::size_t>(N * C));
+namespace {
+
+/// Margin repair as an optimisation over the last fc layer: parameters as float values held in
+/// double, row k holding the weights of class k and then its bias.
+class MarginRepair {
+ public:
+  /// Where a set of parameters stands against the original predictions.
   struct State {
     bool same = true;   ///< every prediction unchanged
     double min = 0.0;   ///< smallest margin, relative to the original predictions
     double loss = 0.0;  ///< 1/2 sum over pairs of max(0, goal - gap)^2
   };
-  // Logits of every image under `th` into z, and the state they give.
-  const auto evaluate = [&](const std::vector<double>& th) {
+
+  MarginRepair(const Layer& fc, const Evaluation& eval, double bound)
+      : eval_(eval),
+        C_(eval.classes),
+        F_(eval.features),
+        N_(eval.count),
+        row_(F_ + 1),
+        has_bias_(fc.bias.size() == C_),
+        // Aim past the bound so that one step does not leave a neighbour just under it.
+        goal_(2.0 * bound),
+        z_(static_cast<std::size_t>(N_ * C_)) {
+    theta_.assign(static_cast<std::size_t>(C_ * row_), 0.0);
+    for (std::int64_t k = 0; k < C_; ++k) {
+      for (std::int64_t f = 0; f < F_; ++f) {
+        theta_[static_cast<std::size_t>(k * row_ + f)] = fc.weight.data()[k * F_ + f];
+      }
+      if (has_bias_) theta_[static_cast<std::size_t>(k * row_ + F_)] = fc.bias.data()[k];
+    }
+  }
+
+  /// Logits of every image under `th` into z, and the state they give. The gap of (image i,
+  /// class j) is z_p - z_j with p the prediction; every gap is linear in theta.
+  State evaluate(const std::vector<double>& th) {
     State st;
     st.min = std::numeric_limits<double>::infinity();
-    for (std::int64_t i = 0; i < N; ++i) {
+    for (std::int64_t i = 0; i < N_; ++i) {
       const double* h = feature(i);
-      double* zi = z.data() + i * C;
-      for (std::int64_t k = 0; k < C; ++k) {
-        const double* w = th.data() + k * row;
+      double* zi = z_.data() + i * C_;
+      for (std::int64_t k = 0; k < C_; ++k) {
+        const double* w = th.data() + k * row_;
         double s = 0.0;
-        for (std::int64_t f = 0; f < F; ++f) s += w[f] * h[f];
-        zi[k] = s + w[F];
+        for (std::int64_t f = 0; f < F_; ++f) s += w[f] * h[f];
+        zi[k] = s + w[F_];
       }
-      const int p = preds[static_cast<std::size_t>(i)];
-      if (argmax_of(zi, C) != p) st.same = false;
-      st.min = std::min(st.min, margin_of(zi, C, p));
-      for (std::int64_t j = 0; j < C; ++j) {
+      const int p = pred(i);
+      if (argmax_of(zi, C_) != p) st.same = false;
+      st.min = std::min(st.min, margin_of(zi, C_, p));
+      for (std::int64_t j = 0; j < C_; ++j) {
         const double gap = zi[p] - zi[j];
-        if (j != p && gap < goal) st.loss += 0.5 * (goal - gap) * (goal - gap);
+        if (j != p && gap < goal_) st.loss += 0.5 * (goal_ - gap) * (goal_ - gap);
       }
     }
     return st;
-  };
+  }
 
+  /// Images whose margin under the last evaluated parameters is below `bound`.
+  std::int64_t count_below(double bound) const {
+    std::int64_t below = 0;
+    for (std::int64_t i = 0; i < N_; ++i) {
+      if (margin_of(z_.data() + i * C_, C_, pred(i)) < bound) ++below;
+    }
+    return below;
+  }
+
+  /// dir = -gradient: each pair short of the goal pulls its image's predicted class up and the
+  /// other class down along the image's features, by its shortfall.
+  void descent_direction(std::vector<double>& dir) const {
+    std::fill(dir.begin(), dir.end(), 0.0);
+    for (std::int64_t i = 0; i < N_; ++i) {
+      const int p = pred(i);
+      const double* zi = z_.data() + i * C_;
+      const double* h = feature(i);
+      for (std::int64_t j = 0; j < C_; ++j) {
+        const double gap = zi[p] - zi[j];
+        if (j == p || gap >= goal_) continue;
+        const double wgt = goal_ - gap;
+        double* dp = dir.data() + p * row_;
+        double* dj = dir.data() + j * row_;
+        for (std::int64_t f = 0; f < F_; ++f) {
+          dp[f] += wgt * h[f];
+          dj[f] -= wgt * h[f];
+        }
+        if (has_bias_) {
+          dp[F_] += wgt;
+          dj[F_] -= wgt;
+        }
+      }
+    }
+  }
+
+  /// Exact minimiser along dir while the set of short pairs stays the same.
+  double exact_step(const std::vector<double>& dir) const {
+    double num = 0.0, den = 0.0;
+    for (std::int64_t i = 0; i < N_; ++i) {
+      const int p = pred(i);
+      const double* zi = z_.data() + i * C_;
+      const double* h = feature(i);
+      for (std::int64_t j = 0; j < C_; ++j) {
+        const double gap = zi[p] - zi[j];
+        if (j == p || gap >= goal_) continue;
+        double rate = 0.0;
+        for (std::int64_t f = 0; f < F_; ++f) {
+          rate += (dir[p * row_ + f] - dir[j * row_ + f]) * h[f];
+        }
+        if (has_bias_) rate += dir[p * row_ + F_] - dir[j * row_ + F_];
+        num += (goal_ - gap) * rate;
+        den += rate * rate;
+      }
+    }
+    if (!(den > 0.0)) throw Error("repair_margins: no direction raises the short margins");
+    return num / den;
+  }
+
+  /// Halves the step from `eta` until the loss falls; keeps that point. False when none does.
+  bool line_search(const std::vector<double>& dir, double eta, State& current) {
+    trial_.resize(theta_.size());
+    for (int attempt = 0; attempt < 60; ++attempt, eta *= 0.5) {
+      for (std::size_t k = 0; k < theta_.size(); ++k) {
+        // Rounded to float: the margins checked are those of the weights that get stored.
+        trial_[k] = static_cast<double>(static_cast<float>(theta_[k] + eta * dir[k]));
+      }
+      if (!has_bias_) {
+        for (std::int64_t k = 0; k < C_; ++k) trial_[static_cast<std::size_t>(k * row_ + F_)] = 0.0;
+      }
+      const State st = evaluate(trial_);
+      if (st.loss < current.loss) {
+        theta_.swap(trial_);
+        current = st;
+        return true;
+      }
+    }
+    return false;
+  }
+
+  /// The parameters, rounded to float, back into the layer.
+  void store(Layer& fc) const {
+    for (std::int64_t k = 0; k < C_; ++k) {
+      for (std::int64_t f = 0; f < F_; ++f) {
+        fc.weight.data()[k * F_ + f] =
+            static_cast<float>(theta_[static_cast<std::size_t>(k * row_ + f)]);
+      }
+      if (has_bias_)
+        fc.bias.data()[k] = static_cast<float>(theta_[static_cast<std::size_t>(k * row_ + F_)]);
+    }
+  }
+
+  /// The current parameters.
+  const std::vector<double>& theta() const { return theta_; }
+
+ private:
+  const double* feature(std::int64_t i) const { return eval_.inputs.data() + i * F_; }
+  int pred(std::int64_t i) const { return eval_.predictions[static_cast<std::size_t>(i)]; }
+
+  const Evaluation& eval_;
+  std::int64_t C_, F_, N_, row_;
+  bool has_bias_;
+  double goal_;
+  std::vector<double> theta_, trial_, z_;
+};
+
+}  // namespace
+
+RepairResult repair_margins(Model& model, const Evaluation& eval, double bound,
+                            const std::function<void(const std::string&)>& log) {
+  const NetPlan plan = make_plan(model);
+  Layer& fc = model.layers[static_cast<std::size_t>(plan.logits_layer)];
+  if (eval.inputs.size() != static_cast<std::size_t>(eval.count * eval.features) ||
+      fc.weight.dim(1) != eval.features || fc.weight.dim(0) != eval.classes) {
+    throw Error("repair_margins: the evaluation does not match the model (keep_inputs?)");
+  }
+  MarginRepair repair(fc, eval, bound);
   RepairResult result;
-  State current = evaluate(theta);
+  MarginRepair::State current = repair.evaluate(repair.theta());
   if (!current.same) {
     throw Error("repair_margins: the evaluation's predictions do not match the model");
   }
   result.min_margin_before = current.min;
-  for (std::int64_t i = 0; i < N; ++i) {
-    if (margin_of(z.data() + i * C, C, preds[static_cast<std::size_t>(i)]) < bound) {
-      ++result.images_below;
-    }
-  }
+  result.images_below = repair.count_below(bound);
   // Gradient descent on the squared hinge loss, which is smooth and convex in theta (the
   // features stay fixed). Its minimum is zero (every gap >= goal): scaling theta up separates
   // the original predictions as far as wanted. Once every margin is above the bound, every
   // prediction is the original one again, whatever happened on the way; demanding that each
   // step keep every prediction instead can stall at a point where two margins trade off.
-  std::vector<double> dir(theta.size()), trial(theta.size());
+  std::vector<double> dir(repair.theta().size());
   constexpr int kMaxSteps = 20000;
   while (current.min < bound) {
     if (result.steps >= kMaxSteps) {
       throw Error("repair_margins: no convergence after " + std::to_string(kMaxSteps) +
                   " steps (min margin " + fmt("%.3e", current.min) + ")");
     }
-    // dir = -gradient: each pair short of the goal pulls its image's predicted class up and
-    // the other class down along the image's features, by its shortfall.
-    std::fill(dir.begin(), dir.end(), 0.0);
-    for (std::int64_t i = 0; i < N; ++i) {
-      const int p = preds[static_cast<std::size_t>(i)];
-      const double* zi = z.data() + i * C;
-      const double* h = feature(i);
-      for (std::int64_t j = 0; j < C; ++j) {
-        const double gap = zi[p] - zi[j];
-        if (j == p || gap >= goal) continue;
-        const double wgt = goal - gap;
-        double* dp = dir.data() + p * row;
-        double* dj = dir.data() + j * row;
-        for (std::int64_t f = 0; f < F; ++f) {
-          dp[f] += wgt * h[f];
-          dj[f] -= wgt * h[f];
-        }
-        if (has_bias) {
-          dp[F] += wgt;
-          dj[F] -= wgt;
-        }
-      }
-    }
-    // Exact minimiser along dir while the set of short pairs stays the same.
-    double num = 0.0, den = 0.0;
-    for (std::int64_t i = 0; i < N; ++i) {
-      const int p = preds[static_cast<std::size_t>(i)];
-      const double* zi = z.data() + i * C;
-      const double* h = feature(i);
-      for (std::int64_t j = 0; j < C; ++j) {
-        const double gap = zi[p] - zi[j];
-        if (j == p || gap >= goal) continue;
-        double rate = 0.0;
-        for (std::int64_t f = 0; f < F; ++f) rate += (dir[p * row + f] - dir[j * row + f]) * h[f];
-        if (has_bias) rate += dir[p * row + F] - dir[j * row + F];
-        num += (goal - gap) * rate;
-        den += rate * rate;
-      }
-    }
-    if (!(den > 0.0)) throw Error("repair_margins: no direction raises the short margins");
-    double eta = num / den;
-    bool accepted = false;
-    for (int attempt = 0; attempt < 60 && !accepted; ++attempt, eta *= 0.5) {
-      for (std::size_t k = 0; k < theta.size(); ++k) {
-        // Rounded to float: the margins checked are those of the weights that get stored.
-        trial[k] = static_cast<double>(static_cast<float>(theta[k] + eta * dir[k]));
-      }
-      if (!has_bias) {
-        for (std::int64_t k = 0; k < C; ++k) trial[static_cast<std::size_t>(k * row + F)] = 0.0;
-      }
-      const State st = evaluate(trial);
-      if (st.loss < current.loss) {
-        theta.swap(trial);
-        current = st;
-        accepted = true;
-      }
-    }
-    if (!accepted) {
+    repair.descent_direction(dir);
+    if (!repair.line_search(dir, repair.exact_step(dir), current)) {
       throw Error("repair_margins: no step lowers the shortfall (min margin " +
                   fmt("%.3e", current.min) + ")");
     }
@@ -332,20 +391,122 @@ RepairResult repair_margins(Model& model, const Evaluation& eval, double bound,
           fmt("%.6e", current.min) + ", shortfall " + fmt("%.3e", current.loss));
     }
     // z must describe theta for the next direction (the last evaluate may have been a reject).
-    evaluate(theta);
+    repair.evaluate(repair.theta());
   }
-  for (std::int64_t k = 0; k < C; ++k) {
-    for (std::int64_t f = 0; f < F; ++f) {
-      fc.weight.data()[k * F + f] =
-          static_cast<float>(theta[static_cast<std::size_t>(k * row + f)]);
-    }
-    if (has_bias)
-      fc.bias.data()[k] = static_cast<float>(theta[static_cast<std::size_t>(k * row + F)]);
-  }
+  repair.store(fc);
   if (!current.same) throw Error("repair_margins: a prediction changed (internal error)");
   result.min_margin_after = current.min;
   return result;
 }
+
+namespace {
+
+/// Shape of one image's activations between layers.
+struct Chw {
+  std::int64_t C, H, W;
+};
+
+void conv_float32(const Layer& L, std::vector<float>& cur, std::vector<float>& next, Chw& shape) {
+  std::int64_t& C = shape.C;
+  std::int64_t& H = shape.H;
+  std::int64_t& W = shape.W;
+  const std::int64_t M = L.weight.dim(0), K = L.weight.dim(2);
+  const std::int64_t Ho = H - K + 1, Wo = W - K + 1;
+  const float* k = L.weight.data();
+  next.assign(static_cast<std::size_t>(M * Ho * Wo), 0.0f);
+  for (std::int64_t m = 0; m < M; ++m) {
+    for (std::int64_t h = 0; h < Ho; ++h) {
+      for (std::int64_t w = 0; w < Wo; ++w) {
+        float acc = 0.0f;
+        for (std::int64_t c = 0; c < C; ++c) {
+          for (std::int64_t p = 0; p < K; ++p) {
+            for (std::int64_t q = 0; q < K; ++q) {
+              acc += cur[static_cast<std::size_t>((c * H + h + p) * W + w + q)] *
+                     k[((m * C + c) * K + p) * K + q];
+            }
+          }
+        }
+        next[static_cast<std::size_t>((m * Ho + h) * Wo + w)] = acc;
+      }
+    }
+  }
+  C = M;
+  H = Ho;
+  W = Wo;
+  cur.swap(next);
+}
+
+void maxpool_float32(const Layer& L, std::vector<float>& cur, std::vector<float>& next,
+                     Chw& shape) {
+  const std::int64_t C = shape.C;
+  std::int64_t& H = shape.H;
+  std::int64_t& W = shape.W;
+  const std::int64_t S = L.pool_size, st = L.pool_stride;
+  const std::int64_t Ho = (H - S) / st + 1, Wo = (W - S) / st + 1;
+  next.assign(static_cast<std::size_t>(C * Ho * Wo), 0.0f);
+  for (std::int64_t c = 0; c < C; ++c) {
+    for (std::int64_t h = 0; h < Ho; ++h) {
+      for (std::int64_t w = 0; w < Wo; ++w) {
+        float best = -std::numeric_limits<float>::infinity();
+        for (std::int64_t p = 0; p < S; ++p) {
+          for (std::int64_t q = 0; q < S; ++q) {
+            best = std::max(best,
+                            cur[static_cast<std::size_t>((c * H + h * st + p) * W + w * st + q)]);
+          }
+        }
+        next[static_cast<std::size_t>((c * Ho + h) * Wo + w)] = best;
+      }
+    }
+  }
+  H = Ho;
+  W = Wo;
+  cur.swap(next);
+}
+
+/// One layer of the float32 network on one image: `cur` in, `cur` out (`next` is scratch).
+void forward_float32(const Layer& L, std::vector<float>& cur, std::vector<float>& next,
+                     Chw& shape) {
+  std::int64_t& C = shape.C;
+  std::int64_t& H = shape.H;
+  std::int64_t& W = shape.W;
+  switch (L.kind) {
+    case LayerKind::conv:
+      conv_float32(L, cur, next, shape);
+      break;
+    case LayerKind::tanh:
+      for (float& v : cur) v = std::tanh(v);
+      break;
+    case LayerKind::relu:
+      for (float& v : cur) v = std::max(v, 0.0f);
+      break;
+    case LayerKind::maxpool:
+      maxpool_float32(L, cur, next, shape);
+      break;
+    case LayerKind::flatten:
+      C = C * H * W;
+      H = W = 1;
+      break;
+    case LayerKind::fc: {
+      const std::int64_t out = L.weight.dim(0), in = L.weight.dim(1);
+      next.assign(static_cast<std::size_t>(out), 0.0f);
+      for (std::int64_t o = 0; o < out; ++o) {
+        float acc = 0.0f;
+        for (std::int64_t k = 0; k < in; ++k) {
+          acc += L.weight.data()[o * in + k] * cur[static_cast<std::size_t>(k)];
+        }
+        next[static_cast<std::size_t>(o)] = acc + (L.bias.size() > 0 ? L.bias.data()[o] : 0.0f);
+      }
+      C = out;
+      H = W = 1;
+      cur.swap(next);
+      break;
+    }
+    case LayerKind::softmax:
+      break;
+  }
+}
+
+}  // namespace
 
 std::vector<int> predict_float32(const Model& model, const data::Dataset& data, std::int64_t n,
                                  std::vector<float>* logits) {
@@ -362,96 +523,15 @@ std::vector<int> predict_float32(const Model& model, const data::Dataset& data, 
   parallel_for(n, [&](std::int64_t i0, std::int64_t i1) {
     std::vector<float> cur, next;
     for (std::int64_t img = i0; img < i1; ++img) {
-      std::int64_t C = 1, H = data.rows, W = data.cols;
       cur.resize(static_cast<std::size_t>(pixels));
       for (std::int64_t k = 0; k < pixels; ++k) {
         cur[static_cast<std::size_t>(k)] =
             static_cast<float>(data.pixels[static_cast<std::size_t>(img * pixels + k)]) *
             model.input_scale;
       }
+      Chw shape{1, data.rows, data.cols};
       for (std::int64_t li = 0; li <= last_fc; ++li) {
-        const Layer& L = model.layers[static_cast<std::size_t>(li)];
-        switch (L.kind) {
-          case LayerKind::conv: {
-            const std::int64_t M = L.weight.dim(0), K = L.weight.dim(2);
-            const std::int64_t Ho = H - K + 1, Wo = W - K + 1;
-            const float* k = L.weight.data();
-            next.assign(static_cast<std::size_t>(M * Ho * Wo), 0.0f);
-            for (std::int64_t m = 0; m < M; ++m) {
-              for (std::int64_t h = 0; h < Ho; ++h) {
-                for (std::int64_t w = 0; w < Wo; ++w) {
-                  float acc = 0.0f;
-                  for (std::int64_t c = 0; c < C; ++c) {
-                    for (std::int64_t p = 0; p < K; ++p) {
-                      for (std::int64_t q = 0; q < K; ++q) {
-                        acc += cur[static_cast<std::size_t>((c * H + h + p) * W + w + q)] *
-                               k[((m * C + c) * K + p) * K + q];
-                      }
-                    }
-                  }
-                  next[static_cast<std::size_t>((m * Ho + h) * Wo + w)] = acc;
-                }
-              }
-            }
-            C = M;
-            H = Ho;
-            W = Wo;
-            cur.swap(next);
-            break;
-          }
-          case LayerKind::tanh:
-            for (float& v : cur) v = std::tanh(v);
-            break;
-          case LayerKind::relu:
-            for (float& v : cur) v = std::max(v, 0.0f);
-            break;
-          case LayerKind::maxpool: {
-            const std::int64_t S = L.pool_size, st = L.pool_stride;
-            const std::int64_t Ho = (H - S) / st + 1, Wo = (W - S) / st + 1;
-            next.assign(static_cast<std::size_t>(C * Ho * Wo), 0.0f);
-            for (std::int64_t c = 0; c < C; ++c) {
-              for (std::int64_t h = 0; h < Ho; ++h) {
-                for (std::int64_t w = 0; w < Wo; ++w) {
-                  float best = -std::numeric_limits<float>::infinity();
-                  for (std::int64_t p = 0; p < S; ++p) {
-                    for (std::int64_t q = 0; q < S; ++q) {
-                      best = std::max(
-                          best,
-                          cur[static_cast<std::size_t>((c * H + h * st + p) * W + w * st + q)]);
-                    }
-                  }
-                  next[static_cast<std::size_t>((c * Ho + h) * Wo + w)] = best;
-                }
-              }
-            }
-            H = Ho;
-            W = Wo;
-            cur.swap(next);
-            break;
-          }
-          case LayerKind::flatten:
-            C = C * H * W;
-            H = W = 1;
-            break;
-          case LayerKind::fc: {
-            const std::int64_t out = L.weight.dim(0), in = L.weight.dim(1);
-            next.assign(static_cast<std::size_t>(out), 0.0f);
-            for (std::int64_t o = 0; o < out; ++o) {
-              float acc = 0.0f;
-              for (std::int64_t k = 0; k < in; ++k) {
-                acc += L.weight.data()[o * in + k] * cur[static_cast<std::size_t>(k)];
-              }
-              next[static_cast<std::size_t>(o)] =
-                  acc + (L.bias.size() > 0 ? L.bias.data()[o] : 0.0f);
-            }
-            C = out;
-            H = W = 1;
-            cur.swap(next);
-            break;
-          }
-          case LayerKind::softmax:
-            break;
-        }
+        forward_float32(model.layers[static_cast<std::size_t>(li)], cur, next, shape);
       }
       int best = 0;
       for (std::int64_t k = 1; k < classes; ++k) {

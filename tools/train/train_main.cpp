@@ -9,9 +9,9 @@
 #include <optional>
 #include <string>
 
-#include "datasets/fashion_mnist.hpp"
 #include "reference/core/error.hpp"
 #include "reference/core/parallel.hpp"
+#include "reference/data/fashion_mnist.hpp"
 #include "reference/model/model.hpp"
 #include "tools/train/sha256.hpp"
 #include "tools/train/trainer.hpp"
@@ -29,26 +29,28 @@ json data_record(const convlab::data::Dataset& d) {
           {"labels_sha256", convlab::tools::sha256_hex(d.labels)}};
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app{"Train a convlab network on Fashion-MNIST (CPU, deterministic for a seed)"};
+/// The command line.
+struct Options {
   std::string arch = "ece408";
   std::uint32_t seed = 1;
   convlab::tools::TrainOptions opt;
   std::string out_dir;
   std::optional<std::string> data_flag;
   bool every_epoch = false;
-  app.add_option("--arch", arch, "Network: ece408 or two-conv")
+};
+
+void add_options(CLI::App& app, Options& o) {
+  convlab::tools::TrainOptions& opt = o.opt;
+  app.add_option("--arch", o.arch, "Network: ece408 or two-conv")
       ->check(CLI::IsMember(convlab::tools::architecture_names()));
-  app.add_option("--seed", seed, "Seed of the initial weights and the data order");
+  app.add_option("--seed", o.seed, "Seed of the initial weights and the data order");
   app.add_option("--epochs", opt.epochs, "Passes over the training set")
       ->check(CLI::Range(0, 1000));
-  app.add_option("--out", out_dir, "Directory for the model files")->required();
-  app.add_option("--data", data_flag,
+  app.add_option("--out", o.out_dir, "Directory for the model files")->required();
+  app.add_option("--data", o.data_flag,
                  "Fashion-MNIST directory (default: $CONVLAB_DATA or " +
                      std::string(convlab::data::kDefaultDataDir) + ")");
-  app.add_flag("--checkpoint-every-epoch", every_epoch,
+  app.add_flag("--checkpoint-every-epoch", o.every_epoch,
                "Also write init.safetensors and epoch-N.safetensors");
   app.add_option("--batch", opt.batch, "Images per step")->check(CLI::Range(1, 100000));
   app.add_option("--slices", opt.slices, "Fixed slices per batch (part of the result: keep it)")
@@ -61,8 +63,22 @@ int main(int argc, char** argv) {
   app.add_option("--schedule", opt.schedule, "cosine or constant")
       ->check(CLI::IsMember({"cosine", "constant"}));
   app.add_option("--train-images", opt.train_limit, "Use only the first N training images");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Train a convlab network on Fashion-MNIST (CPU, deterministic for a seed)"};
+  Options o;
+  add_options(app, o);
   CLI11_PARSE(app, argc, argv);
-  opt.seed = seed;
+  o.opt.seed = o.seed;
+  const std::string& arch = o.arch;
+  const std::uint32_t seed = o.seed;
+  const convlab::tools::TrainOptions& opt = o.opt;
+  const std::string& out_dir = o.out_dir;
+  const std::optional<std::string>& data_flag = o.data_flag;
+  const bool every_epoch = o.every_epoch;
 
   try {
     using clock = std::chrono::steady_clock;

@@ -162,6 +162,180 @@ void init_weights(Model& model, std::uint32_t seed) {
   }
 }
 
+namespace {
+
+void check_options(const TrainOptions& options) {
+  if (options.batch < 1 || options.slices < 1 || options.epochs < 0) {
+    throw Error("batch, slices and epochs must be positive");
+  }
+  if (options.optimizer != "adam" && options.optimizer != "sgd") {
+    throw Error("unknown optimizer '" + options.optimizer + "' (sgd, adam)");
+  }
+  if (options.schedule != "cosine" && options.schedule != "constant") {
+    throw Error("unknown lr schedule '" + options.schedule + "' (cosine, constant)");
+  }
+}
+
+/// Test-set accuracy of the model as it is now (-1 without a test set).
+double test_accuracy(const Model& model, const data::Dataset* test) {
+  if (test == nullptr) return -1.0;
+  return static_cast<double>(count_correct(model, *test, test->count)) /
+         static_cast<double>(test->count);
+}
+
+/// Minibatch training of one model: the flat parameters, the optimiser's moments and one
+/// workspace per slice of a batch (slices run in parallel; their gradients are summed).
+class Trainer {
+ public:
+  Trainer(const NetPlan& plan, const Model& model, const data::Dataset& train, std::int64_t n_train,
+          const TrainOptions& options)
+      : options_(options),
+        train_(train),
+        n_train_(n_train),
+        plan_(plan),
+        P_(static_cast<std::size_t>(plan_.param_count)),
+        S_(options.slices),
+        adam_(options.optimizer == "adam"),
+        params_(flatten_params<float>(plan_, model)),
+        decays_(P_, 0),
+        grads_(static_cast<std::size_t>(S_), std::vector<float>(P_)),
+        slice_loss_(static_cast<std::size_t>(S_)),
+        slice_correct_(static_cast<std::size_t>(S_)),
+        m1_(P_, 0.0f),
+        m2_(adam_ ? P_ : 0, 0.0f),
+        order_(static_cast<std::size_t>(n_train)),
+        // The data order has its own stream, so it does not shift when the init changes.
+        order_rng_(options.seed * 2654435761u + 0x6a09e667u),
+        total_steps_(((n_train + options.batch - 1) / options.batch) * options.epochs) {
+    // Which parameters are weights (decayed) rather than biases.
+    for (const LayerPlan& L : plan_.layers) {
+      if (L.weight_offset >= 0) {
+        std::fill_n(decays_.begin() + L.weight_offset, L.weight_size, 1);
+      }
+    }
+    const int capacity = (options.batch + S_ - 1) / S_;
+    labels_.assign(static_cast<std::size_t>(S_),
+                   std::vector<std::uint8_t>(static_cast<std::size_t>(capacity)));
+    for (int s = 0; s < S_; ++s) ws_.push_back(make_workspace<float>(plan_, capacity));
+  }
+
+  /// One pass over the training set in a fresh random order; the weights go back into `model`.
+  EpochReport epoch(Model& model) {
+    shuffle();
+    double epoch_loss = 0.0;
+    std::int64_t epoch_correct = 0;
+    for (std::int64_t start = 0; start < n_train_; start += options_.batch) {
+      const std::int64_t n = std::min<std::int64_t>(options_.batch, n_train_ - start);
+      gradients(start, n, model.input_scale);
+      for (int s = 0; s < S_; ++s) {
+        epoch_loss += slice_loss_[static_cast<std::size_t>(s)];
+        epoch_correct += slice_correct_[static_cast<std::size_t>(s)];
+      }
+      update(n);
+    }
+    store_params(plan_, params_, model);
+    EpochReport r;
+    r.loss = epoch_loss / static_cast<double>(n_train_);
+    r.train_accuracy = static_cast<double>(epoch_correct) / static_cast<double>(n_train_);
+    return r;
+  }
+
+ private:
+  void shuffle() {
+    for (std::size_t k = 0; k < order_.size(); ++k) order_[k] = static_cast<std::uint32_t>(k);
+    for (std::size_t k = order_.size(); k > 1; --k) {
+      std::swap(order_[k - 1], order_[order_rng_.below(static_cast<std::uint32_t>(k))]);
+    }
+  }
+
+  /// Gradients, loss and correct count of the n images from `start` of the order, per slice.
+  void gradients(std::int64_t start, std::int64_t n, float input_scale) {
+    const auto run_slice = [&](std::int64_t s) {
+      const auto su = static_cast<std::size_t>(s);
+      std::fill(grads_[su].begin(), grads_[su].end(), 0.0f);
+      slice_loss_[su] = 0.0;
+      slice_correct_[su] = 0;
+      const std::int64_t lo = n * s / S_, hi = n * (s + 1) / S_, count = hi - lo;
+      if (count == 0) return;
+      gather(train_, order_.data() + start + lo, count, input_scale, ws_[su].input.data(),
+             labels_[su].data());
+      forward(plan_, params_.data(), static_cast<int>(count), ws_[su]);
+      slice_loss_[su] = backward(plan_, params_.data(), labels_[su].data(), static_cast<int>(count),
+                                 ws_[su], grads_[su].data(), &slice_correct_[su]);
+    };
+    if (options_.parallel) {
+      parallel_for(S_, [&](std::int64_t s0, std::int64_t s1) {
+        for (std::int64_t s = s0; s < s1; ++s) run_slice(s);
+      });
+    } else {
+      for (std::int64_t s = 0; s < S_; ++s) run_slice(s);
+    }
+  }
+
+  /// One optimiser step with the summed gradients of a batch of n images.
+  void update(std::int64_t n) {
+    double lr = options_.lr;
+    if (options_.schedule == "cosine" && total_steps_ > 0) {
+      lr *= 0.5 * (1.0 + std::cos(std::numbers::pi * static_cast<double>(step_) /
+                                  static_cast<double>(total_steps_)));
+    }
+    ++step_;
+    const auto lr_f = static_cast<float>(lr);
+    const auto inv_n = static_cast<float>(1.0 / static_cast<double>(n));
+    const auto wd = static_cast<float>(options_.weight_decay);
+    const auto mom = static_cast<float>(options_.momentum);
+    const float beta2 = 0.999f;
+    const auto bias1 =
+        static_cast<float>(1.0 - std::pow(options_.momentum, static_cast<double>(step_)));
+    const auto bias2 = static_cast<float>(1.0 - std::pow(0.999, static_cast<double>(step_)));
+    // Element-wise update: each element's arithmetic is fixed, so the split does not matter.
+    const auto update = [&](std::int64_t k0, std::int64_t k1) {
+      for (std::int64_t k = k0; k < k1; ++k) {
+        const auto ku = static_cast<std::size_t>(k);
+        float g = 0.0f;
+        for (int s = 0; s < S_; ++s) g += grads_[static_cast<std::size_t>(s)][ku];
+        g *= inv_n;
+        if (decays_[ku] != 0) g += wd * params_[ku];
+        if (adam_) {
+          m1_[ku] = mom * m1_[ku] + (1.0f - mom) * g;
+          m2_[ku] = beta2 * m2_[ku] + (1.0f - beta2) * g * g;
+          params_[ku] -= lr_f * (m1_[ku] / bias1) / (std::sqrt(m2_[ku] / bias2) + 1e-8f);
+        } else {
+          m1_[ku] = mom * m1_[ku] + g;
+          params_[ku] -= lr_f * m1_[ku];
+        }
+      }
+    };
+    if (options_.parallel) {
+      parallel_for(static_cast<std::int64_t>(P_), update);
+    } else {
+      update(0, static_cast<std::int64_t>(P_));
+    }
+  }
+
+  const TrainOptions& options_;
+  const data::Dataset& train_;
+  std::int64_t n_train_;
+  NetPlan plan_;
+  std::size_t P_;
+  int S_;
+  bool adam_;
+  std::vector<float> params_;
+  std::vector<unsigned char> decays_;
+  std::vector<Workspace<float>> ws_;
+  std::vector<std::vector<float>> grads_;
+  std::vector<std::vector<std::uint8_t>> labels_;
+  std::vector<double> slice_loss_;
+  std::vector<std::int64_t> slice_correct_;
+  std::vector<float> m1_, m2_;
+  std::vector<std::uint32_t> order_;
+  Rng order_rng_;
+  std::int64_t total_steps_;
+  std::int64_t step_ = 0;
+};
+
+}  // namespace
+
 std::vector<EpochReport> train_model(Model& model, const data::Dataset& train,
                                      const data::Dataset* test, const TrainOptions& options,
                                      const EpochCallback& on_epoch) {
@@ -170,136 +344,19 @@ std::vector<EpochReport> train_model(Model& model, const data::Dataset& train,
   const std::int64_t n_train =
       options.train_limit > 0 ? std::min(options.train_limit, train.count) : train.count;
   check_data(model, train, n_train);
-  if (options.batch < 1 || options.slices < 1 || options.epochs < 0) {
-    throw Error("batch, slices and epochs must be positive");
-  }
-  const bool adam = options.optimizer == "adam";
-  if (!adam && options.optimizer != "sgd") {
-    throw Error("unknown optimizer '" + options.optimizer + "' (sgd, adam)");
-  }
-  if (options.schedule != "cosine" && options.schedule != "constant") {
-    throw Error("unknown lr schedule '" + options.schedule + "' (cosine, constant)");
-  }
-
-  const auto P = static_cast<std::size_t>(plan.param_count);
-  std::vector<float> params = flatten_params<float>(plan, model);
-  // Which parameters are weights (decayed) rather than biases.
-  std::vector<unsigned char> decays(P, 0);
-  for (const LayerPlan& L : plan.layers) {
-    if (L.weight_offset >= 0) {
-      std::fill_n(decays.begin() + L.weight_offset, L.weight_size, 1);
-    }
-  }
-  const int S = options.slices;
-  const int capacity = (options.batch + S - 1) / S;
-  std::vector<Workspace<float>> ws;
-  std::vector<std::vector<float>> grads(static_cast<std::size_t>(S), std::vector<float>(P));
-  std::vector<std::vector<std::uint8_t>> labels(
-      static_cast<std::size_t>(S), std::vector<std::uint8_t>(static_cast<std::size_t>(capacity)));
-  for (int s = 0; s < S; ++s) ws.push_back(make_workspace<float>(plan, capacity));
-  std::vector<double> slice_loss(static_cast<std::size_t>(S));
-  std::vector<std::int64_t> slice_correct(static_cast<std::size_t>(S));
-  std::vector<float> m1(P, 0.0f), m2(adam ? P : 0, 0.0f);
-
-  std::vector<std::uint32_t> order(static_cast<std::size_t>(n_train));
-  // The data order has its own stream, so it does not shift when the init changes.
-  Rng order_rng(options.seed * 2654435761u + 0x6a09e667u);
-
-  const std::int64_t steps_per_epoch = (n_train + options.batch - 1) / options.batch;
-  const std::int64_t total_steps = steps_per_epoch * options.epochs;
-  std::int64_t step = 0;
+  check_options(options);
+  Trainer trainer(plan, model, train, n_train, options);
 
   std::vector<EpochReport> reports;
-  {
-    EpochReport r;
-    if (test != nullptr) {
-      r.test_accuracy = static_cast<double>(count_correct(model, *test, test->count)) /
-                        static_cast<double>(test->count);
-    }
-    reports.push_back(r);
-    if (on_epoch) on_epoch(r, model);
-  }
+  EpochReport initial;
+  initial.test_accuracy = test_accuracy(model, test);
+  reports.push_back(initial);
+  if (on_epoch) on_epoch(initial, model);
   for (int epoch = 1; epoch <= options.epochs; ++epoch) {
     const auto t0 = clock::now();
-    for (std::size_t k = 0; k < order.size(); ++k) order[k] = static_cast<std::uint32_t>(k);
-    for (std::size_t k = order.size(); k > 1; --k) {
-      std::swap(order[k - 1], order[order_rng.below(static_cast<std::uint32_t>(k))]);
-    }
-    double epoch_loss = 0.0;
-    std::int64_t epoch_correct = 0;
-    for (std::int64_t start = 0; start < n_train; start += options.batch) {
-      const std::int64_t n = std::min<std::int64_t>(options.batch, n_train - start);
-      const auto run_slice = [&](std::int64_t s) {
-        const auto su = static_cast<std::size_t>(s);
-        std::fill(grads[su].begin(), grads[su].end(), 0.0f);
-        slice_loss[su] = 0.0;
-        slice_correct[su] = 0;
-        const std::int64_t lo = n * s / S, hi = n * (s + 1) / S, count = hi - lo;
-        if (count == 0) return;
-        gather(train, order.data() + start + lo, count, model.input_scale, ws[su].input.data(),
-               labels[su].data());
-        forward(plan, params.data(), static_cast<int>(count), ws[su]);
-        slice_loss[su] = backward(plan, params.data(), labels[su].data(), static_cast<int>(count),
-                                  ws[su], grads[su].data(), &slice_correct[su]);
-      };
-      if (options.parallel) {
-        parallel_for(S, [&](std::int64_t s0, std::int64_t s1) {
-          for (std::int64_t s = s0; s < s1; ++s) run_slice(s);
-        });
-      } else {
-        for (std::int64_t s = 0; s < S; ++s) run_slice(s);
-      }
-      for (int s = 0; s < S; ++s) {
-        epoch_loss += slice_loss[static_cast<std::size_t>(s)];
-        epoch_correct += slice_correct[static_cast<std::size_t>(s)];
-      }
-      double lr = options.lr;
-      if (options.schedule == "cosine" && total_steps > 0) {
-        lr *= 0.5 * (1.0 + std::cos(std::numbers::pi * static_cast<double>(step) /
-                                    static_cast<double>(total_steps)));
-      }
-      ++step;
-      const auto lr_f = static_cast<float>(lr);
-      const auto inv_n = static_cast<float>(1.0 / static_cast<double>(n));
-      const auto wd = static_cast<float>(options.weight_decay);
-      const auto mom = static_cast<float>(options.momentum);
-      const float beta2 = 0.999f;
-      const auto bias1 =
-          static_cast<float>(1.0 - std::pow(options.momentum, static_cast<double>(step)));
-      const auto bias2 = static_cast<float>(1.0 - std::pow(0.999, static_cast<double>(step)));
-      // Element-wise update: each element's arithmetic is fixed, so the split does not matter.
-      const auto update = [&](std::int64_t k0, std::int64_t k1) {
-        for (std::int64_t k = k0; k < k1; ++k) {
-          const auto ku = static_cast<std::size_t>(k);
-          float g = 0.0f;
-          for (int s = 0; s < S; ++s) g += grads[static_cast<std::size_t>(s)][ku];
-          g *= inv_n;
-          if (decays[ku] != 0) g += wd * params[ku];
-          if (adam) {
-            m1[ku] = mom * m1[ku] + (1.0f - mom) * g;
-            m2[ku] = beta2 * m2[ku] + (1.0f - beta2) * g * g;
-            params[ku] -= lr_f * (m1[ku] / bias1) / (std::sqrt(m2[ku] / bias2) + 1e-8f);
-          } else {
-            m1[ku] = mom * m1[ku] + g;
-            params[ku] -= lr_f * m1[ku];
-          }
-        }
-      };
-      if (options.parallel) {
-        parallel_for(static_cast<std::int64_t>(P), update);
-      } else {
-        update(0, static_cast<std::int64_t>(P));
-      }
-    }
-    store_params(plan, params, model);
-    EpochReport r;
+    EpochReport r = trainer.epoch(model);
     r.epoch = epoch;
-    r.loss = epoch_loss / static_cast<double>(n_train);
-    r.train_accuracy = static_cast<double>(epoch_correct) / static_cast<double>(n_train);
-    if (test != nullptr) {
-      r.test_accuracy = static_cast<double>(count_correct(model, *test, test->count)) /
-                        static_cast<double>(test->count);
-    }
+    r.test_accuracy = test_accuracy(model, test);
     r.seconds = std::chrono::duration<double>(clock::now() - t0).count();
     reports.push_back(r);
     if (on_epoch) on_epoch(r, model);

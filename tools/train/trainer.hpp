@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "datasets/fashion_mnist.hpp"
+#include "reference/data/fashion_mnist.hpp"
 #include "reference/model/model.hpp"
 
 namespace convlab::tools {

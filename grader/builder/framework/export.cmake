@@ -7,7 +7,7 @@
 
 # The libraries a submission links (never convlab_variants: it pulls in the staff solutions).
 set(CONVLAB_GRADER_LIBRARIES convlab_core convlab_model convlab_cpu convlab_network
-    convlab_datasets)
+    convlab_data)
 
 function(_convlab_grader_export)
   set(libraries ${CONVLAB_GRADER_LIBRARIES})

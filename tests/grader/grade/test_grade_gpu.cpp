@@ -9,7 +9,7 @@
 
 #include "grader/grade/grading_plan.hpp"
 #include "reference/conv/variant_table.hpp"
-#include "reference/driver/milestone.hpp"
+#include "reference/milestones/milestone.hpp"
 #include "tests/grader/grade/grade_test_support.hpp"
 
 using namespace convlab;

@@ -18,7 +18,7 @@
 #include "grader/service/roster.hpp"
 #include "grader/service/tokens.hpp"
 #include "reference/core/error.hpp"
-#include "reference/driver/cli_values.hpp"
+#include "reference/milestones/cli_values.hpp"
 #include "tests/grader/service/service_test_support.hpp"
 
 namespace fs = std::filesystem;
