@@ -48,7 +48,7 @@ std::string state_html(const JobInfo& j) {
   return "<span class=\"state " + esc(j.state) + "\">" + esc(j.state) + "</span>";
 }
 
-// The job's arguments as `convlab submit` takes them: "--variant best", "ece408-high 1000".
+// The job's arguments as `convlab submit` takes them: a model and N, a --variant.
 std::string args_text(const JobInfo& j) {
   const json a = json::parse(j.args_json, nullptr, false);
   if (!a.is_object()) return "";
