@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "reference/conv/variants.hpp"
+#include "reference/conv/variant_table.hpp"
 #include "reference/milestones/milestone.hpp"
 
 namespace convlab {

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "grader/release/release.hpp"
-#include "reference/conv/variants.hpp"
+#include "reference/conv/variant_table.hpp"
 #include "tests/support/test_support.hpp"
 
 namespace fs = std::filesystem;
