@@ -286,6 +286,18 @@ struct Server::Impl {
     if (--streams[account] == 0) streams.erase(account);
   }
 
+  // The byte offset a client resumes its job's output from (`from`, default 0); nullopt after
+  // a 400 reply when it is not a number.
+  static std::optional<std::int64_t> from_param(const Request& req, Response& res) {
+    if (!req.has_param("from")) return 0;
+    try {
+      return std::stoll(req.get_param_value("from"));
+    } catch (const std::exception&) {
+      fail(res, 400, "from must be a byte offset");
+      return std::nullopt;
+    }
+  }
+
   // GET /api/v1/jobs/ID/stream?from=N: the job's output from byte N, sent as it grows, one
   // JSON object per line (application/x-ndjson):
   //   {"state": "queued", "position": 3}  on every change of state or place in the queue
@@ -297,14 +309,8 @@ struct Server::Impl {
     if (!team) return;
     const auto job = visible_job(*team, req.matches[1], res);
     if (!job) return;
-    std::int64_t from = 0;
-    if (req.has_param("from")) {
-      try {
-        from = std::stoll(req.get_param_value("from"));
-      } catch (const std::exception&) {
-        return fail(res, 400, "from must be a byte offset");
-      }
-    }
+    const auto from = from_param(req, res);
+    if (!from) return;
     if (!open_stream(*team)) {
       res.set_header("Retry-After", "5");
       return fail(res, 503,
@@ -318,7 +324,7 @@ struct Server::Impl {
       int position = -1;
       std::chrono::steady_clock::time_point last_sent = std::chrono::steady_clock::now();
     };
-    auto f = std::make_shared<Follow>(Follow{std::max<std::int64_t>(from, 0), "", -1});
+    auto f = std::make_shared<Follow>(Follow{std::max<std::int64_t>(*from, 0), "", -1});
     const std::int64_t id = job->id;
     res.set_header("Cache-Control", "no-store");
     res.set_header("X-Accel-Buffering", "no");  // nginx: pass each chunk on at once
@@ -723,17 +729,11 @@ struct Server::Impl {
       if (!team) return;
       const auto job = visible_job(*team, req.matches[1], res);
       if (!job) return;
-      std::int64_t from = 0;
-      if (req.has_param("from")) {
-        try {
-          from = std::stoll(req.get_param_value("from"));
-        } catch (const std::exception&) {
-          return fail(res, 400, "from must be a byte offset");
-        }
-      }
+      const auto from = from_param(req, res);
+      if (!from) return;
       // The state is read before the output: a job seen finished has all its output here.
       const auto now = store.get(job->id);
-      const OutputSlice slice = store.output(job->id, from);
+      const OutputSlice slice = store.output(job->id, *from);
       res.set_header("X-Convlab-Next", std::to_string(slice.next));
       res.set_header("X-Convlab-State", now->state);
       if (now->exit_code) res.set_header("X-Convlab-Exit", std::to_string(*now->exit_code));
