@@ -29,7 +29,8 @@ struct ServeArgs {
   std::string roster, db, host = "127.0.0.1", port_file, data, cache, work, tokens_out, gpus;
   std::string grade_program;  // a stand-in for `convlab grade`, for testing the service
   std::vector<std::string> models, deadlines;
-  int port = 8408, cpu_jobs = 2, max_in_flight = 2, max_per_hour = 30, max_failed_logins = 10;
+  int port = 8408, cpu_jobs = 2, max_in_flight = 2, max_per_hour = 30, max_failed_logins = 10,
+      keepalive_s = 15;
   double time_limit_s = 7200;
   bool allow_degraded = false, keep_work = false;
   std::string executor = "local";
@@ -186,6 +187,7 @@ ApiSettings api_settings(const ServeArgs& a, const fs::path& db, const fs::path&
   api.max_in_flight = a.max_in_flight;
   api.max_per_hour = a.max_per_hour;
   api.max_failed_logins = a.max_failed_logins;
+  api.keepalive = std::chrono::seconds(a.keepalive_s);
   api.roster = roster;
   api.deadlines = deadlines;
   return api;
@@ -321,6 +323,10 @@ void add_serve_command(CLI::App& app, int& exit_code) {
                   "jobs a team may submit per hour (default 30; 0: no limit)");
   cmd->add_option("--max-failed-logins", a->max_failed_logins,
                   "failed logins per address and minute before 429 (default 10)");
+  cmd->add_option("--keepalive", a->keepalive_s,
+                  "seconds of silence after which a job's output stream sends a keepalive line "
+                  "(default 15; keep it below your proxy's idle timeout)")
+      ->check(CLI::Range(1, 3600));
   cmd->add_option("--time-limit", a->time_limit_s, "seconds a job may run (default 7200)");
   cmd->add_option("--deadline", a->deadlines,
                   "MILESTONE=TIME: grade jobs for it after TIME are refused, e.g. "

@@ -92,8 +92,6 @@ constexpr int kHttpThreads = 128;
 // Streams open at once: per account, and in all (the rest of the threads answer the API).
 constexpr int kStreamsPerAccount = 8;
 constexpr int kStreams = kHttpThreads - 16;
-// A stream silent this long sends a keepalive line, so that a proxy keeps it open.
-constexpr auto kKeepalive = std::chrono::seconds(15);
 // The most output one stream event carries.
 constexpr std::size_t kEventBytes = 256u << 10;
 
@@ -302,7 +300,7 @@ struct Server::Impl {
   // JSON object per line (application/x-ndjson):
   //   {"state": "queued", "position": 3}  on every change of state or place in the queue
   //   {"output": "...", "next": N}        output; N is the offset to resume from
-  //   {"keepalive": true}                 after 15 s of silence
+  //   {"keepalive": true}                 after --keepalive seconds of silence (15)
   //   {"end": true, "state": "done", "exit_code": 0, "error": ""}   last, then the stream ends
   void stream(const Request& req, Response& res) {
     const auto team = authenticate(req, res);
@@ -368,7 +366,7 @@ struct Server::Impl {
               return ok;
             }
             if (sent) return true;
-            if (std::chrono::steady_clock::now() - f->last_sent >= kKeepalive) {
+            if (std::chrono::steady_clock::now() - f->last_sent >= settings.keepalive) {
               return send({{"keepalive", true}});
             }
             store.wait_for_change(seen, std::chrono::milliseconds(1000));

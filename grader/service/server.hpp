@@ -27,6 +27,7 @@
 
 #include <filesystem>
 #include <map>
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -46,6 +47,9 @@ struct ApiSettings {
   int max_in_flight = 2;        ///< queued + running jobs per team
   int max_per_hour = 30;        ///< jobs a team may submit per hour (0: no limit)
   int max_failed_logins = 10;   ///< per client address and minute; then 429
+  /// A job's output stream silent this long sends a keepalive line, so that a proxy in front
+  /// keeps it open (set it below the proxy's idle timeout).
+  std::chrono::seconds keepalive{15};
   std::vector<Account> roster;
   /// milestone -> the instant after which its grade jobs are refused (staff extend it per
   /// team); a milestone without one takes grade jobs at any time.

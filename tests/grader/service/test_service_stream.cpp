@@ -184,3 +184,47 @@ TEST_CASE("a team with too many streams open is told so; the client then asks ag
   CHECK(out.find("line 30 of 30") != std::string::npos);
   CHECK(out.find("job 1 finished: exit status 0") != std::string::npos);
 }
+
+TEST_CASE("a silent job's stream sends a keepalive line every --keepalive seconds") {
+  FakeClass c;
+  ServeProcess server(c.dir, c.options({"--cpu-jobs", "1", "--keepalive", "1"}));
+  c.login(server, "alpha");
+  std::string out;
+  c.code("alpha", "op_ms=2 delay_ms=3500");  // prints its first lines, then 3.5 s of silence
+  REQUIRE(c.client("alpha", "check m2 --no-wait", &out) == 0);
+
+  // A client follows the job live beside the raw stream read here.
+  std::string followed;
+  std::thread client([&] { c.client("alpha", "output 1", &followed); });
+  httplib::Client http(server.url());
+  std::string body;
+  std::vector<long long> keepalive_ns;
+  const auto res = http.Get("/api/v1/jobs/1/stream", bearer(c.token("alpha")),
+                            [&](const char* data, std::size_t n) {
+                              body.append(data, n);
+                              if (std::string(data, n).find("keepalive") != std::string::npos) {
+                                keepalive_ns.push_back(realtime_ns());
+                              }
+                              return true;
+                            });
+  client.join();
+  REQUIRE(res);
+  const auto e = events(body);
+  INFO(body);
+  REQUIRE(!e.empty());
+  CHECK(e.back()["end"] == true);
+  // About three in 3.5 s of silence, each a second after the last thing sent.
+  const auto count = std::count(e.begin(), e.end(), json{{"keepalive", true}});
+  CHECK(count >= 2);
+  CHECK(count <= 4);
+  REQUIRE(keepalive_ns.size() >= 2);
+  for (std::size_t i = 1; i < keepalive_ns.size(); ++i) {
+    const double gap_s = static_cast<double>(keepalive_ns[i] - keepalive_ns[i - 1]) / 1e9;
+    CHECK(gap_s > 0.8);
+    CHECK(gap_s < 2.5);
+  }
+  // The client skips them: it prints the job's output only.
+  INFO(followed);
+  CHECK(followed.find("grading alpha, milestone m2") != std::string::npos);
+  CHECK(followed.find("keepalive") == std::string::npos);
+}

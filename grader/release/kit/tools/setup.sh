@@ -39,7 +39,8 @@ if [ "$preset" = cpu ]; then work=16; else work=34; fi
 minutes=$(( (work + cores - 1) / cores ))
 echo "== building with preset '$preset' on $cores cores: about $minutes minute(s) for a first build"
 cmake --preset "$preset"
-cmake --build --preset "$preset"
+# The command only: tools/test.sh builds the test suites when they are wanted.
+cmake --build --preset "$preset" --target convlab
 
 convlab="build/$preset/reference/driver/convlab"
 if [ "$preset" = default ] && nvidia-smi -L >/dev/null 2>&1; then
