@@ -244,6 +244,7 @@ std::string framework_key(const BuildRequest& request) {
     h.add(*text);
   }
   h.add(request.cuda ? "cuda" : "cpu");
+  h.add(CONVLAB_BUILT_WITH_WERROR ? "werror" : "");
   h.add(request.cuda_architectures);
   const fs::path scratch = request.cache_dir / "tmp";
   // The variables that choose compilers and toolkits (PATH only through the versions below).
@@ -321,6 +322,7 @@ std::optional<Framework> ensure_framework(const BuildRequest& request,
       "-DCMAKE_BUILD_TYPE=Release",
       "-DCONVLAB_TESTS=OFF",
       std::string("-DCONVLAB_CUDA=") + (request.cuda ? "ON" : "OFF"),
+      std::string("-DCONVLAB_WARNINGS_AS_ERRORS=") + (CONVLAB_BUILT_WITH_WERROR ? "ON" : "OFF"),
       "-DCMAKE_PROJECT_convlab_INCLUDE=" + (fw.src / kExportScript).string()};
   if (!request.cuda_architectures.empty()) {
     configure.push_back("-DCMAKE_CUDA_ARCHITECTURES=" + request.cuda_architectures);
