@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "grader/grade/grading_plan.hpp"
 #include "reference/conv/variant_table.hpp"
 #include "tests/grader/grade/grade_test_support.hpp"
 #include "tests/grader/service/service_test_support.hpp"
@@ -156,13 +157,16 @@ TEST_CASE("gpu executor: m3 and final jobs of two teams, with their latency and 
   CHECK(m3[1].err.find("queued, position") != std::string::npos);
   CHECK(server.log().find("on GPU 0") != std::string::npos);
 
-  // final: both teams grade every variant at once; beta also checks its best kernel.
+  // final: both teams grade every variant at once; beta also checks its ranked kernel.
+  const auto specs = convlab::grader::load_milestone_specs(source_dir(), "final");
+  REQUIRE(specs.size() == 1);
+  const std::string check_ranked = "check final --variant " + specs[0].ranked_variant;
   const auto fin = c.at_once({{"alpha", "grade final"},
                               {"beta", "grade final"},
-                              {"beta", "check final --variant best"}});
+                              {"beta", check_ranked}});
   report("alpha grade final", fin[0]);
   report("beta grade final", fin[1]);
-  report("beta check final --variant best", fin[2]);
+  report("beta " + check_ranked, fin[2]);
   for (std::size_t i = 0; i < 2; ++i) {
     INFO(fin[i].out << fin[i].err << "\nserver:\n" << server.log());
     CHECK(fin[i].exit_code == 0);
