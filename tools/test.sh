@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds convlab (if needed) and runs every test suite. GPU suites report "Skipped", with the
+# Builds the test suites (and convlab, if needed) and runs them. GPU suites report "Skipped", with the
 # reason, on machines without a usable GPU.
 #
 #   tools/test.sh             (after tools/setup.sh)
