@@ -29,9 +29,16 @@ endif()
 # Code whose time goes to processes, files and the network rather than to loops (the grader's
 # planning and reports, the service, the command-line front ends, the tests' own code) builds
 # at -O1: a third less compile time, no run time that matters. The convolutions, layers,
-# network, sandbox and referee keep the build type's level. Call it in a folder's
-# CMakeLists.txt before its targets; it covers the folder and those it adds.
+# network, sandbox and referee keep the build type's level. Called in a folder's
+# CMakeLists.txt before its targets, it covers the folder and those it adds; with SOURCES,
+# those files only.
 function(convlab_light_optimisation)
-  add_compile_options(
-    $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<OR:$<CONFIG:Release>,$<CONFIG:RelWithDebInfo>>>:-O1>)
+  cmake_parse_arguments(L "" "" "SOURCES" ${ARGN})
+  set(optimised $<OR:$<CONFIG:Release>,$<CONFIG:RelWithDebInfo>>)
+  set(level $<$<AND:$<COMPILE_LANGUAGE:CXX>,${optimised}>:-O1>)
+  if(L_SOURCES)
+    set_source_files_properties(${L_SOURCES} PROPERTIES COMPILE_OPTIONS "${level}")
+  else()
+    add_compile_options(${level})
+  endif()
 endfunction()

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds convlab (if needed) and runs every test suite. GPU suites report "Skipped", with the
-# reason, on machines without a usable GPU.
+# Builds the test suites (and convlab, if needed) and runs them. GPU suites report "Skipped",
+# with the reason, on machines without a usable GPU.
 #
 #   tools/test.sh             (after tools/setup.sh)
 set -euo pipefail

@@ -25,9 +25,9 @@
 ///   GET  /team/jobs/ID              one job of the team: its report and output
 #pragma once
 
+#include <chrono>
 #include <filesystem>
 #include <map>
-#include <chrono>
 #include <memory>
 #include <string>
 

@@ -32,10 +32,10 @@ if [ "$preset" = cpu ]; then
     echo "   need the course's GPU machine: there, run CONVLAB_PRESET=default tools/setup.sh"
   fi
 fi
-# A first build's work in core-minutes (the CUDA preset compiles every kernel for every
+# A first build of convlab in core-minutes (the CUDA preset compiles every kernel for every
 # architecture as well), for the estimate; ccache makes a rebuild much shorter.
 cores=$(nproc 2>/dev/null || echo 1)
-if [ "$preset" = cpu ]; then work=16; else work=34; fi
+if [ "$preset" = cpu ]; then work=8; else work=16; fi
 minutes=$(( (work + cores - 1) / cores ))
 echo "== building with preset '$preset' on $cores cores: about $minutes minute(s) for a first build"
 cmake --preset "$preset"
