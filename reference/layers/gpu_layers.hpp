@@ -21,7 +21,8 @@ void cublas_check(cublasStatus_t status, const char* call, const char* file, int
 /// All pointers are device pointers; shapes are NCHW.
 class Layers {
  public:
-  /// Creates the cuDNN and cuBLAS handles and binds them to `stream`.
+  /// Creates the cuDNN handle and binds it to `stream`; the cuBLAS handle follows on the first
+  /// fully-connected layer (a run of convolutions alone never loads cuBLAS).
   explicit Layers(cudaStream_t stream);
   ~Layers();
   Layers(const Layers&) = delete;
@@ -41,6 +42,7 @@ class Layers {
 
  private:
   void activation(float* x, std::int64_t n, int c, int h, int w, cudnnActivationMode_t mode);
+  cublasHandle_t blas();
 
   cudaStream_t stream_;
   cudnnHandle_t cudnn_ = nullptr;

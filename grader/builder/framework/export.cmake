@@ -12,7 +12,7 @@ set(CONVLAB_GRADER_LIBRARIES convlab_core convlab_model convlab_cpu convlab_netw
 function(_convlab_grader_export)
   set(libraries ${CONVLAB_GRADER_LIBRARIES})
   if(TARGET convlab_gpu)
-    list(APPEND libraries convlab_cuda convlab_gpu)
+    list(APPEND libraries convlab_cuda convlab_cublas_on_demand convlab_gpu)
   endif()
   set(dir "${CMAKE_BINARY_DIR}")
   export(TARGETS convlab_flags ${libraries} FILE "${dir}/convlab-framework-targets.cmake")
