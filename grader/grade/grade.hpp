@@ -41,6 +41,9 @@ struct GradeOptions {
   /// files, build and symbols always run. Empty: every check. A glob that matches no check
   /// is bad input.
   std::vector<std::string> only;
+  /// Time every network check as the ranked one is, and give its Op Time: the submission
+  /// service's `run` jobs, which print each as `convlab run` does (grade --as-run).
+  bool time_networks = false;
   /// More paths the checks may not read, besides the data set, the --models folders, the
   /// staff solutions and --db (grade-all adds the class's other submissions and outputs).
   std::vector<std::filesystem::path> hide_paths;

@@ -104,6 +104,9 @@ void add_grade_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--keep-work", a->options.keep_work,
                 "keep the build folder and each check's sandbox folder");
   cmd->add_option("--json", a->json, "also write the report (report.json's content) to this file");
+  cmd->add_flag("--as-run", a->options.time_networks,
+                "time each network check and print it as `convlab run` does (Op Time, "
+                "Correctness) instead of the table: the submission service's run jobs");
   cmd->callback([a, seed, runs, time_limit, &exit_code] {
     GradeOptions& o = a->options;
     o.submission = a->submission;
@@ -118,7 +121,9 @@ void add_grade_command(CLI::App& app, int& exit_code) {
     if (*runs) o.runs = a->runs;
     const GradeResult r =
         grade_submission(o, [&](const std::string& line) { std::cout << line << std::endl; });
-    std::cout << "\n" << summary_table(r) << ranking_note(r) << std::flush;
+    std::cout << "\n"
+              << (o.time_networks ? run_lines(r) : summary_table(r) + ranking_note(r))
+              << std::flush;
     if (!a->json.empty()) {
       std::ofstream f(a->json);
       f << report_json(r) << "\n";

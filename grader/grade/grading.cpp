@@ -188,6 +188,9 @@ void Grading::load_plan() {
   const std::size_t before = plan_.size();
   std::erase_if(plan_, [&](const PlannedCheck& p) { return !id_selected(p.check.id, opt_.only); });
   result_.partial = plan_.size() != before;
+  if (opt_.time_networks) {
+    for (PlannedCheck& p : plan_) p.timed = p.timed || p.check.kind == "network";
+  }
 }
 
 void Grading::prepare_output() {
@@ -202,7 +205,9 @@ void Grading::prepare_output() {
   if (opt_.db) ResultsDb check_it_opens(*opt_.db);  // a bad file fails now, not after grading
 #endif
 
-  out_ = opt_.out.empty() ? default_out_dir(result_.submission, result_.team, opt_.milestone, fs::current_path()) : opt_.out;
+  out_ = opt_.out.empty()
+             ? default_out_dir(result_.submission, result_.team, opt_.milestone, fs::current_path())
+             : opt_.out;
   logs_ = out_ / "logs";
   fs::create_directories(logs_, ec);
   if (ec || ::access(out_.c_str(), W_OK) != 0) {
@@ -450,7 +455,8 @@ void Grading::run_checks() {
     for (std::thread& t : pool) t.join();
     std::sort(again.begin(), again.end());
     for (const std::size_t i : again) {
-      say("  " + plan_[i].check.id + ": ran out of time or GPU memory beside other checks; "
+      say("  " + plan_[i].check.id +
+          ": ran out of time or GPU memory beside other checks; "
           "running it again alone");
       done[i] = run_planned(i);
       report_check(i, *done[i]);
@@ -522,7 +528,8 @@ void Grading::note_not_run() {
   if (hidden_.empty() && hidden_points > 0) {
     result_.not_run.push_back(
         "hidden models: the course's grade also runs your code on staff models of other layer "
-        "shapes (" + points_text(hidden_points) + " points each), which " +
+        "shapes (" +
+        points_text(hidden_points) + " points each), which " +
         (kit ? "the starter kit does not hold" : "this grade was not given (--models)") +
         "; the element-wise check and the public model two-conv try other shapes here");
   }

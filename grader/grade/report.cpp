@@ -55,7 +55,8 @@ void escape_strings(json& doc, bool keep_newlines = false) {
   if (doc.is_string()) {
     doc = escape_control_chars(doc.get_ref<const std::string&>(), keep_newlines);
   } else if (doc.is_object()) {
-    for (auto it = doc.begin(); it != doc.end(); ++it) escape_strings(it.value(), it.key() == "output");
+    for (auto it = doc.begin(); it != doc.end(); ++it)
+      escape_strings(it.value(), it.key() == "output");
   } else if (doc.is_array()) {
     for (json& e : doc) escape_strings(e, keep_newlines);
   }
@@ -95,40 +96,40 @@ std::string report_json(const GradeResult& r) {
                       {"details", embedded(c.details_json)}});
   }
   json report = {{"schema", kReportSchema},
-                       {"grader_version", r.grader_version},
-                       {"framework_hash", r.framework_hash},
-                       {"team", r.team},
-                       {"milestone", r.milestone},
-                       {"submission", r.submission},
-                       {"started_at", r.started_at},
-                       {"duration_s", r.duration_s},
-                       {"seed", r.seed},
-                       {"score", r.score},
-                       {"max_score", r.max_score},
-                       {"op_time_s", opt(r.op_time_s)},
-                       {"op_time_median_s", opt(r.op_time_median_s)},
-                       {"reference_time_s", opt(r.reference_time_s)},
-                       {"speedup", opt(r.speedup)},
-                       {"ranked_variant", r.ranked_variant},
-                       {"ranked_model", r.ranked_model},
-                       {"ranked_images", r.ranked_images},
-                       {"flags", r.flags},
-                       {"partial", r.partial},
-                       {"incomplete", r.incomplete},
-                       {"points_not_checked", r.points_not_checked},
-                       {"not_run", r.not_run},
-                       {"only", r.only},
-                       {"grader_error", r.grader_error},
-                       {"machine",
-                        {{"gpu_name", r.machine.gpu_name},
-                         {"gpu_driver", r.machine.gpu_driver},
-                         {"cuda_driver", r.machine.cuda_driver},
-                         {"cpu_name", r.machine.cpu_name},
-                         {"hostname", r.machine.hostname}}},
-                       {"sandbox", embedded(r.sandbox_json)},
-                       {"allow_degraded", r.allow_degraded},
-                       {"degraded_features", r.degraded_features},
-                       {"checks", checks}};
+                 {"grader_version", r.grader_version},
+                 {"framework_hash", r.framework_hash},
+                 {"team", r.team},
+                 {"milestone", r.milestone},
+                 {"submission", r.submission},
+                 {"started_at", r.started_at},
+                 {"duration_s", r.duration_s},
+                 {"seed", r.seed},
+                 {"score", r.score},
+                 {"max_score", r.max_score},
+                 {"op_time_s", opt(r.op_time_s)},
+                 {"op_time_median_s", opt(r.op_time_median_s)},
+                 {"reference_time_s", opt(r.reference_time_s)},
+                 {"speedup", opt(r.speedup)},
+                 {"ranked_variant", r.ranked_variant},
+                 {"ranked_model", r.ranked_model},
+                 {"ranked_images", r.ranked_images},
+                 {"flags", r.flags},
+                 {"partial", r.partial},
+                 {"incomplete", r.incomplete},
+                 {"points_not_checked", r.points_not_checked},
+                 {"not_run", r.not_run},
+                 {"only", r.only},
+                 {"grader_error", r.grader_error},
+                 {"machine",
+                  {{"gpu_name", r.machine.gpu_name},
+                   {"gpu_driver", r.machine.gpu_driver},
+                   {"cuda_driver", r.machine.cuda_driver},
+                   {"cpu_name", r.machine.cpu_name},
+                   {"hostname", r.machine.hostname}}},
+                 {"sandbox", embedded(r.sandbox_json)},
+                 {"allow_degraded", r.allow_degraded},
+                 {"degraded_features", r.degraded_features},
+                 {"checks", checks}};
   escape_strings(report);
   return report.dump(2);
 }
@@ -182,6 +183,30 @@ std::string gradescope_json(const GradeResult& r) {
   return doc.dump(2);
 }
 
+std::string run_lines(const GradeResult& r) {
+  std::vector<const CheckResult*> runs;
+  for (const CheckResult& c : r.checks) {
+    if (c.kind == "network") {
+      runs.push_back(&c);
+    } else if (c.status == CheckStatus::failed) {
+      return summary_table(r);
+    }
+  }
+  std::string out;
+  for (const CheckResult* c : runs) {
+    if (runs.size() > 1) out += c->variant + ":\n";
+    if (c->status != CheckStatus::passed || !c->correct || c->images <= 0) {
+      out += std::string(status_name(c->status)) + " (" + c->reason + "): " + c->output + "\n";
+      continue;
+    }
+    if (c->op_time_s) out += "Op Time: " + format_seconds(*c->op_time_s) + "\n";
+    out += "Correctness: " +
+           format_accuracy(static_cast<double>(*c->correct) / static_cast<double>(c->images)) +
+           " Model: " + c->model + "\n";
+  }
+  return out;
+}
+
 std::string summary_table(const GradeResult& r) {
   std::vector<std::vector<std::string>> rows;
   for (const CheckResult& c : r.checks) {
@@ -199,8 +224,8 @@ std::string summary_table(const GradeResult& r) {
     out += checked > 0 ? "\nTotal: " + score_text(r.score) + " / " + score_text(checked) +
                              " points checked here"
                        : std::string("\nTotal: no points checked here");
-    out += "; incomplete: " + score_text(r.points_not_checked) + " of " +
-           score_text(r.max_score) + " points not checked here";
+    out += "; incomplete: " + score_text(r.points_not_checked) + " of " + score_text(r.max_score) +
+           " points not checked here";
   } else {
     out += "\nTotal: " + score_text(r.score) + " / " + score_text(r.max_score) + " points";
     if (r.incomplete) out += "; incomplete: not every check ran here";
@@ -212,8 +237,9 @@ std::string summary_table(const GradeResult& r) {
     for (const std::string& line : r.not_run) out += "  " + line + "\n";
   }
   if (r.points_not_checked > 0) {
-    out += "Those points are neither scored nor failed: grade again on the course's GPU machine "
-           "for them.\n";
+    out +=
+        "Those points are neither scored nor failed: grade again on the course's GPU machine "
+        "for them.\n";
   }
   if (r.op_time_s) {
     out += "Op Time: " + format_seconds(*r.op_time_s) + " s (" + r.ranked_variant + ", " +

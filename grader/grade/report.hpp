@@ -27,6 +27,11 @@ std::string gradescope_json(const GradeResult& result);
 /// ranked time and the flags.
 std::string summary_table(const GradeResult& result);
 
+/// The network checks as `convlab run` prints a run: Op Time and Correctness (a label line
+/// before each when there are several, the check's text for one that failed). Where a check
+/// of another kind failed (files, build, symbols) there is no run to show: the summary table.
+std::string run_lines(const GradeResult& result);
+
 /// Writes report.json and results.json into `out` (created if needed). Throws Error when the
 /// folder cannot be written.
 void write_reports(const GradeResult& result, const std::filesystem::path& out);

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -54,8 +55,8 @@ class Child {
     posix_spawnattr_setsigmask(&attr, &none);
     posix_spawnattr_setsigdefault(&attr, &defaults);
     posix_spawnattr_setpgroup(&attr, 0);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
-                                        POSIX_SPAWN_SETSIGDEF);
+    posix_spawnattr_setflags(
+        &attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
 
     std::vector<std::string> argv_text{program.string()};
     argv_text.insert(argv_text.end(), args.begin(), args.end());
@@ -123,7 +124,9 @@ Executors::Executors(JobStore& store, ExecutorSettings settings)
   }
 }
 
-Executors::~Executors() { stop(); }
+Executors::~Executors() {
+  stop();
+}
 
 void Executors::notify() {
   if (slurm_) slurm_->notify();
@@ -183,6 +186,10 @@ void Executors::run_job(const JobInfo& job, const std::map<std::string, std::str
   store_.append_output(job.id, "[convlab serve] job " + std::to_string(job.id) + ": " +
                                    job.command + " " + job.milestone + " started (" + where +
                                    ")\n");
+  // The service's own log: one line as a job starts and one as it ends, for the staff.
+  const std::string what = "job " + std::to_string(job.id) + " (" + job.team + ", " + job.command +
+                           " " + job.milestone + ")";
+  std::cout << ("convlab serve: " + what + " started " + where + "\n") << std::flush;
   OutputForwarder output(store_, job.id, log, dir);
 
   Child child(settings_.program, args, log, env);
@@ -234,6 +241,16 @@ void Executors::run_job(const JobInfo& job, const std::map<std::string, std::str
                                      " finished: exit status " + std::to_string(code) + "\n");
     store_.finish(job.id, "done", code, "", report);
   }
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::cout << ("convlab serve: " + what + " ended after " + std::to_string(std::lround(took)) +
+                " s: " +
+                (cancelled              ? std::string("cancelled")
+                 : timed_out            ? std::string("timed out")
+                 : WIFSIGNALED(*status) ? "killed by signal " + std::to_string(WTERMSIG(*status))
+                                        : "exit status " + std::to_string(WEXITSTATUS(*status))) +
+                "\n")
+            << std::flush;
   if (!settings_.keep_work) {
     std::error_code ec;
     fs::remove_all(dir, ec);

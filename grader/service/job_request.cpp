@@ -183,8 +183,9 @@ std::vector<std::string> grade_arguments(const JobInfo& job, const GradeSettings
   if (job.command == "check") {
     argv.insert(argv.end(), {"--only", "elementwise/" + variant});
   } else if (job.command == "run") {
-    argv.insert(argv.end(),
-                {"--only", "network/" + variant + "/" + arg("model") + "/" + arg("images")});
+    argv.insert(argv.end(), {"--only",
+                             "network/" + variant + "/" + arg("model") + "/" + arg("images"),
+                             "--as-run"});
   } else {
     if (!settings.db.empty()) argv.insert(argv.end(), {"--db", settings.db.string()});
     for (const fs::path& m : settings.models) argv.insert(argv.end(), {"--models", m.string()});

@@ -42,32 +42,31 @@ Fn entry(Fn, const char* name) {
 
 }  // namespace
 
-#define CONVLAB_FORWARD(name, params, args)                                     \
-  extern "C" cublasStatus_t CUBLASWINAPI name params {                          \
-    static const auto fn = entry(&name, #name);                                 \
-    return fn == nullptr ? CUBLAS_STATUS_NOT_INITIALIZED : fn args;             \
+#define CONVLAB_FORWARD(name, params, args)                         \
+  extern "C" cublasStatus_t CUBLASWINAPI name params {              \
+    static const auto fn = entry(&name, #name);                     \
+    return fn == nullptr ? CUBLAS_STATUS_NOT_INITIALIZED : fn args; \
   }
 
 CONVLAB_FORWARD(cublasCreate_v2, (cublasHandle_t * handle), (handle))
 CONVLAB_FORWARD(cublasDestroy_v2, (cublasHandle_t handle), (handle))
-CONVLAB_FORWARD(cublasSetStream_v2, (cublasHandle_t handle, cudaStream_t stream),
-                (handle, stream))
+CONVLAB_FORWARD(cublasSetStream_v2, (cublasHandle_t handle, cudaStream_t stream), (handle, stream))
 CONVLAB_FORWARD(cublasSetMathMode, (cublasHandle_t handle, cublasMath_t mode), (handle, mode))
 CONVLAB_FORWARD(cublasSgemm_v2,
                 (cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m,
-                 int n, int k, const float* alpha, const float* A, int lda, const float* B,
-                 int ldb, const float* beta, float* C, int ldc),
+                 int n, int k, const float* alpha, const float* A, int lda, const float* B, int ldb,
+                 const float* beta, float* C, int ldc),
                 (handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc))
 CONVLAB_FORWARD(cublasSgemmStridedBatched,
                 (cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m,
                  int n, int k, const float* alpha, const float* A, int lda, long long int strideA,
                  const float* B, int ldb, long long int strideB, const float* beta, float* C,
                  int ldc, long long int strideC, int batchCount),
-                (handle, transa, transb, m, n, k, alpha, A, lda, strideA, B, ldb, strideB, beta,
-                 C, ldc, strideC, batchCount))
+                (handle, transa, transb, m, n, k, alpha, A, lda, strideA, B, ldb, strideB, beta, C,
+                 ldc, strideC, batchCount))
 CONVLAB_FORWARD(cublasSger_v2,
-                (cublasHandle_t handle, int m, int n, const float* alpha, const float* x,
-                 int incx, const float* y, int incy, float* A, int lda),
+                (cublasHandle_t handle, int m, int n, const float* alpha, const float* x, int incx,
+                 const float* y, int incy, float* A, int lda),
                 (handle, m, n, alpha, x, incx, y, incy, A, lda))
 
 #undef CONVLAB_FORWARD

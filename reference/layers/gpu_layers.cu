@@ -93,8 +93,8 @@ void Layers::fully_connected(const float* x, const float* w, const float* b, flo
   }
   // Row-major y[n][out] is column-major out x n: y = w (out x in) * x (in x n).
   const float one = 1.0f, zero = 0.0f;
-  CUBLAS_CHECK(cublasSgemm(blas(), CUBLAS_OP_T, CUBLAS_OP_N, out, nn, in, &one, w, in, x, in,
-                           &zero, y, out));
+  CUBLAS_CHECK(cublasSgemm(blas(), CUBLAS_OP_T, CUBLAS_OP_N, out, nn, in, &one, w, in, x, in, &zero,
+                           y, out));
   if (b != nullptr) {
     CUBLAS_CHECK(cublasSger(blas(), out, nn, &one, b, 1, ones_.data(), 1, y, out));
   }

@@ -61,17 +61,13 @@ TEST_CASE("m2: the staff solution gets full marks, every check, and a ranked tim
   // The report keeps the plan's order, whatever order the checks ran in.
   std::vector<std::string> ids;
   for (const CheckResult& c : r.checks) ids.push_back(c.id);
-  CHECK(ids == std::vector<std::string>{"files", "build", "symbols",
-                                        "network/cpu/ece408-high/10000",
-                                        "network/cpu/ece408-high/2000",
-                                        "network/cpu/ece408-high/1000",
-                                        "network/cpu/ece408-high/100",
-                                        "network/cpu/ece408-low/10000",
-                                        "network/cpu/ece408-low/2000",
-                                        "network/cpu/ece408-low/1000",
-                                        "network/cpu/ece408-low/100",
-                                        "network/cpu/two-conv/10000", "elementwise/cpu",
-                                        "time/cpu/ece408-high/10000"});
+  CHECK(ids ==
+        std::vector<std::string>{"files", "build", "symbols", "network/cpu/ece408-high/10000",
+                                 "network/cpu/ece408-high/2000", "network/cpu/ece408-high/1000",
+                                 "network/cpu/ece408-high/100", "network/cpu/ece408-low/10000",
+                                 "network/cpu/ece408-low/2000", "network/cpu/ece408-low/1000",
+                                 "network/cpu/ece408-low/100", "network/cpu/two-conv/10000",
+                                 "elementwise/cpu", "time/cpu/ece408-high/10000"});
   const CheckResult& high = test::check_of(r, "network/cpu/ece408-high/10000");
   CHECK(high.correct == 8562);
   CHECK(high.expected_correct == 8562);
@@ -247,8 +243,7 @@ TEST_CASE("a GPU milestone without a usable GPU is skipped with no_gpu, never pa
   } else {
     // A GPU is here: the stub is graded as what it is.
     CHECK(c.reason == "not_implemented");
-    CHECK(c.output.find(find_variant(variant_ids("m3").front()).student_file) !=
-          std::string::npos);
+    CHECK(c.output.find(find_variant(variant_ids("m3").front()).student_file) != std::string::npos);
   }
 }
 
@@ -316,6 +311,37 @@ TEST_CASE("convlab grade: progress, a summary table, exit 0 whatever the score, 
   code = test::run_command(
       test::convlab_binary().string() + " grade " + s.dir().string() + " --milestone m9", &out);
   CHECK(code == 1);  // a bad argument exits 1, as documented
+}
+
+TEST_CASE("grade --as-run prints a run as `convlab run` does, timed by the referee") {
+  test::require_data();
+  test::Submission s("run-team");
+  s.add_solutions({kM2File});
+  std::string local, graded;
+  REQUIRE(
+      test::run_command(test::convlab_binary().string() + " run m2 ece408-high 100 --impl solution",
+                        &local) == 0);
+  const int code = test::run_command(
+      test::convlab_binary().string() + " grade " + s.dir().string() + " --milestone m2 --cache " +
+          test::grade_cache_dir().string() + " --out " + s.out().string() +
+          " --allow-degraded --runs 1 --only 'network/cpu/ece408-high/100'" + " --as-run",
+      &graded);
+  INFO("local:\n" << local << "\ngraded:\n" << graded);
+  CHECK(code == 0);
+  // The same count, in the same words, and an Op Time; no table.
+  const auto line = [](const std::string& text, const std::string& start) {
+    const auto at = text.find("\n" + start);
+    return at == std::string::npos ? std::string("(none)")
+                                   : text.substr(at + 1, text.find('\n', at + 1) - at - 1);
+  };
+  CHECK(line(graded, "Correctness: ") == line(local, "Correctness: "));
+  CHECK(line(local, "Correctness: ") != "(none)");
+  CHECK(line(graded, "Op Time: ") != "(none)");
+  CHECK(graded.find("Total:") == std::string::npos);
+  const json report = read_json(s.out() / "report.json");
+  const json& check = report.at("checks").back();
+  CHECK(check.at("id") == "network/cpu/ece408-high/100");
+  CHECK(check.at("op_time_s").get<double>() > 0.0);
 }
 
 TEST_CASE("a machine without an isolation feature refuses to grade, unless --allow-degraded") {

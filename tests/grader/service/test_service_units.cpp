@@ -188,7 +188,8 @@ TEST_CASE("a job runs as an argument vector: a team's words stay single argument
   const auto run = grade_arguments(job, settings, "/w/sub", "/w/out");
   CHECK(run == std::vector<std::string>{"grade", "/w/sub", "--milestone", "m2", "--team", "alpha",
                                         "--out", "/w/out", "--only",
-                                        "network/*/ece408-high/100", "--allow-degraded"});
+                                        "network/*/ece408-high/100", "--as-run",
+                                        "--allow-degraded"});
   job.command = "check";
   job.args_json = "{}";
   const auto check = grade_arguments(job, settings, "/w/sub", "/w/out");
