@@ -169,6 +169,16 @@ void Executors::loop(const std::string& device, int slot) {
   }
 }
 
+namespace {
+
+// "job 12 (alpha, grade m3)": a job in the service's log.
+std::string job_label(const JobInfo& job) {
+  return "job " + std::to_string(job.id) + " (" + job.team + ", " + job.command + " " +
+         job.milestone + ")";
+}
+
+}  // namespace
+
 void Executors::run_job(const JobInfo& job, const std::map<std::string, std::string>& files,
                         const std::string& device, int slot) {
   const fs::path dir =
@@ -187,9 +197,7 @@ void Executors::run_job(const JobInfo& job, const std::map<std::string, std::str
                                    job.command + " " + job.milestone + " started (" + where +
                                    ")\n");
   // The service's own log: one line as a job starts and one as it ends, for the staff.
-  const std::string what = "job " + std::to_string(job.id) + " (" + job.team + ", " + job.command +
-                           " " + job.milestone + ")";
-  std::cout << ("convlab serve: " + what + " started " + where + "\n") << std::flush;
+  std::cout << ("convlab serve: " + job_label(job) + " started " + where + "\n") << std::flush;
   OutputForwarder output(store_, job.id, log, dir);
 
   Child child(settings_.program, args, log, env);
@@ -223,33 +231,27 @@ void Executors::run_job(const JobInfo& job, const std::map<std::string, std::str
   output.forward(true);
 
   const std::optional<std::string> report = try_read_file(out / "report.json");
+  std::string ended;  // for the service's log
   if (cancelled) {
+    ended = "cancelled";
     store_.append_output(job.id, "\n[convlab serve] cancelled by the team\n");
     store_.finish(job.id, "failed", std::nullopt, "cancelled", std::nullopt);
-  } else if (timed_out) {
-    const std::string why = "stopped after the service's limit of " +
-                            std::to_string(static_cast<int>(settings_.time_limit_s)) + " s";
-    store_.append_output(job.id, "\n[convlab serve] " + why + "\n");
-    store_.finish(job.id, "failed", std::nullopt, why, report);
-  } else if (WIFSIGNALED(*status)) {
-    const std::string why = "the grader was killed by signal " + std::to_string(WTERMSIG(*status));
-    store_.append_output(job.id, "\n[convlab serve] " + why + "\n");
-    store_.finish(job.id, "failed", std::nullopt, why, report);
+  } else if (timed_out || WIFSIGNALED(*status)) {
+    ended = timed_out ? "stopped after the service's limit of " +
+                            std::to_string(static_cast<int>(settings_.time_limit_s)) + " s"
+                      : "the grader was killed by signal " + std::to_string(WTERMSIG(*status));
+    store_.append_output(job.id, "\n[convlab serve] " + ended + "\n");
+    store_.finish(job.id, "failed", std::nullopt, ended, report);
   } else {
     const int code = job_exit_code(job, WEXITSTATUS(*status), report);
-    store_.append_output(job.id, "\n[convlab serve] job " + std::to_string(job.id) +
-                                     " finished: exit status " + std::to_string(code) + "\n");
+    ended = "exit status " + std::to_string(code);
+    store_.append_output(
+        job.id, "\n[convlab serve] job " + std::to_string(job.id) + " finished: " + ended + "\n");
     store_.finish(job.id, "done", code, "", report);
   }
-  const double took =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::cout << ("convlab serve: " + what + " ended after " + std::to_string(std::lround(took)) +
-                " s: " +
-                (cancelled              ? std::string("cancelled")
-                 : timed_out            ? std::string("timed out")
-                 : WIFSIGNALED(*status) ? "killed by signal " + std::to_string(WTERMSIG(*status))
-                                        : "exit status " + std::to_string(WEXITSTATUS(*status))) +
-                "\n")
+  const auto took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start);
+  std::cout << ("convlab serve: " + job_label(job) + " ended after " +
+                std::to_string(std::lround(took.count())) + " s: " + ended + "\n")
             << std::flush;
   if (!settings_.keep_work) {
     std::error_code ec;

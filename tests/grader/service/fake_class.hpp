@@ -48,11 +48,7 @@ struct FakeClass {
 
   /// Logs `team` in to `server`; the login must work.
   void login(const ServeProcess& server, const std::string& team) const {
-    std::string out;
-    const int rc = submit(home(team), checkout(team),
-                          "login --server " + server.url() + " --token " + token(team), &out);
-    INFO(out);
-    REQUIRE(rc == 0);
+    login_client(home(team), checkout(team), server, dir, team);
   }
 
   /// Runs `convlab submit ARGS` as `team`; its output in `out`.

@@ -4,6 +4,7 @@
 /// real `convlab submit` clients, each with its own home folder.
 #pragma once
 
+#include <doctest/doctest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -139,6 +140,20 @@ inline std::string submit_line(const std::filesystem::path& home, const std::fil
 inline int submit(const std::filesystem::path& home, const std::filesystem::path& cwd,
                   const std::string& args, std::string* output) {
   return run_command(submit_line(home, cwd, args), output);
+}
+
+/// Logs the client whose home is `home` in to `server` from `cwd`, as `team` with the token the
+/// server issued into `dir`; the login must work.
+inline void login_client(const std::filesystem::path& home, const std::filesystem::path& cwd,
+                         const ServeProcess& server, const std::filesystem::path& dir,
+                         const std::string& team) {
+  std::string out;
+  const int rc =
+      submit(home, cwd,
+             "login --server " + server.url() + " --token " + issued_tokens(dir).at(team), &out);
+  INFO(out);
+  REQUIRE(rc == 0);
+  REQUIRE(out.find("as team " + team) != std::string::npos);
 }
 
 /// The staff solution of m2 as a team's file (its namespace renamed).

@@ -35,14 +35,7 @@ struct Class {
 
   // Logs `team` in to `server` with its token; the login must work.
   void login(const ServeProcess& server, const std::string& team) const {
-    std::string out;
-    const int rc = submit(home(team), checkout(team),
-                          "login --server " + server.url() + " --token " +
-                              issued_tokens(dir).at(team),
-                          &out);
-    INFO(out);
-    REQUIRE(rc == 0);
-    REQUIRE(out.find("as team " + team) != std::string::npos);
+    login_client(home(team), checkout(team), server, dir, team);
   }
 };
 
@@ -101,7 +94,8 @@ TEST_CASE("issue-token replaces an account's token; bad input to serve is one cl
   Class c;
   ServeProcess server(c.dir, {"--cpu-jobs", "0"});
   const std::string old_token = issued_tokens(c.dir).at("alpha");
-  const std::string issue = shell_quote(convlab_binary().string()) + " serve issue-token --roster " +
+  const std::string issue = shell_quote(convlab_binary().string()) +
+                            " serve issue-token --roster " +
                             shell_quote((c.dir / "roster.csv").string()) + " --db " +
                             shell_quote((c.dir / "results.sqlite").string());
   std::string out;
@@ -216,6 +210,10 @@ TEST_CASE("two teams submit at once: each gets its own result and cannot see the
   CHECK(b.ends_with("\n1\n"));  // the stub fails its check: exit 1
   CHECK(b.find("grading beta, milestone m2") != std::string::npos);
   CHECK(b.find("alpha") == std::string::npos);
+  // The service's log: where each job ran and how it ended.
+  CHECK(server.log().find("(alpha, check m2) started CPU slot") != std::string::npos);
+  CHECK(server.log().find("(beta, check m2) ended after") != std::string::npos);
+  CHECK(server.log().find("s: exit status 1") != std::string::npos);
 
   // beta asks for alpha's job: 404, as for a job that does not exist.
   httplib::Client http(server.url());
@@ -235,8 +233,7 @@ TEST_CASE("two teams submit at once: each gets its own result and cannot see the
   CHECK(out.find("HTTP 404") != std::string::npos);
   CHECK(http.Get("/api/v1/jobs/" + id + "/report", bearer(tokens.at("alpha")))->status == 200);
   // Staff see every team's jobs.
-  CHECK(json::parse(http.Get("/api/v1/jobs", bearer(tokens.at("prof")))->body)["jobs"].size() ==
-        2);
+  CHECK(json::parse(http.Get("/api/v1/jobs", bearer(tokens.at("prof")))->body)["jobs"].size() == 2);
 }
 
 TEST_CASE("restart: queued jobs wait in the database; a running one is queued again, once") {
@@ -303,8 +300,8 @@ TEST_CASE("a grade job records the run in the results database and keeps its rep
   CHECK(out.find("Total: 0 / 30 points") != std::string::npos);
 
   sqlite3* db = nullptr;
-  REQUIRE(sqlite3_open_v2((c.dir / "results.sqlite").c_str(), &db, SQLITE_OPEN_READONLY,
-                          nullptr) == SQLITE_OK);
+  REQUIRE(sqlite3_open_v2((c.dir / "results.sqlite").c_str(), &db, SQLITE_OPEN_READONLY, nullptr) ==
+          SQLITE_OK);
   sqlite3_stmt* st = nullptr;
   REQUIRE(sqlite3_prepare_v2(db, "SELECT team, milestone, score FROM runs", -1, &st, nullptr) ==
           SQLITE_OK);

@@ -81,17 +81,9 @@ struct GpuClass {
     }
   }
   fs::path home(const std::string& team) const { return tmp.path() / ("home-" + team); }
-  fs::path checkout(const std::string& team) const {
-    return teams[team == "alpha" ? 0 : 1]->dir();
-  }
+  fs::path checkout(const std::string& team) const { return teams[team == "alpha" ? 0 : 1]->dir(); }
   void login(const ServeProcess& server, const std::string& team) const {
-    std::string out;
-    const int rc = submit(home(team), checkout(team),
-                          "login --server " + server.url() + " --token " +
-                              issued_tokens(dir).at(team),
-                          &out);
-    INFO(out);
-    REQUIRE(rc == 0);
+    login_client(home(team), checkout(team), server, dir, team);
   }
   // Runs one job per (team, args) at once; returns their timings in that order.
   std::vector<Timed> at_once(const std::vector<std::pair<std::string, std::string>>& jobs) const {
@@ -126,16 +118,15 @@ TEST_CASE("gpu executor: m3 and final jobs of two teams, with their latency and 
     skip("staff solutions (reference/solutions/) are not part of this tree");
   }
   GpuClass c;
-  ServeProcess server(c.dir, {"--gpus", "0", "--cpu-jobs", "1", "--data", data->string(),
-                              "--cache", grade_cache_dir().string(), "--allow-degraded"});
+  ServeProcess server(c.dir, {"--gpus", "0", "--cpu-jobs", "1", "--data", data->string(), "--cache",
+                              grade_cache_dir().string(), "--allow-degraded"});
   c.login(server, "alpha");
   c.login(server, "beta");
   const auto t0 = Clock::now();
 
   // m3: both teams grade at once, and alpha asks for a run; one GPU takes them in turn.
-  const auto m3 = c.at_once({{"alpha", "grade m3"},
-                             {"beta", "grade m3"},
-                             {"alpha", "run m3 ece408-high 1000"}});
+  const auto m3 = c.at_once(
+      {{"alpha", "grade m3"}, {"beta", "grade m3"}, {"alpha", "run m3 ece408-high 1000"}});
   report("alpha grade m3", m3[0]);
   report("beta grade m3", m3[1]);
   report("alpha run m3 ece408-high 1000", m3[2]);
@@ -161,9 +152,8 @@ TEST_CASE("gpu executor: m3 and final jobs of two teams, with their latency and 
   const auto specs = convlab::grader::load_milestone_specs(source_dir(), "final");
   REQUIRE(specs.size() == 1);
   const std::string check_ranked = "check final --variant " + specs[0].ranked_variant;
-  const auto fin = c.at_once({{"alpha", "grade final"},
-                              {"beta", "grade final"},
-                              {"beta", check_ranked}});
+  const auto fin =
+      c.at_once({{"alpha", "grade final"}, {"beta", "grade final"}, {"beta", check_ranked}});
   report("alpha grade final", fin[0]);
   report("beta grade final", fin[1]);
   report("beta " + check_ranked, fin[2]);
@@ -180,7 +170,7 @@ TEST_CASE("gpu executor: m3 and final jobs of two teams, with their latency and 
   }
   const double total_s = std::chrono::duration<double>(Clock::now() - t0).count();
   MESSAGE("6 GPU jobs of two teams on one GPU in " << total_s << " s: " << 6 * 3600.0 / total_s
-                                                    << " jobs per hour");
+                                                   << " jobs per hour");
 
   // Each team's grades are in its history; the ranked board lists both.
   std::string out;

@@ -84,12 +84,7 @@ struct Class {
   }
 
   void login(const ServeProcess& server, const std::string& team) const {
-    std::string out;
-    const int rc =
-        submit(home(team), checkout(team),
-               "login --server " + server.url() + " --token " + issued_tokens(dir).at(team), &out);
-    INFO(out);
-    REQUIRE(rc == 0);
+    login_client(home(team), checkout(team), server, dir, team);
   }
 
   // The Slurm job ids of `team`'s runs of the stand-in, in order.

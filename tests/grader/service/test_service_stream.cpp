@@ -174,7 +174,8 @@ TEST_CASE("a team with too many streams open is told so; the client then asks ag
   const auto busy = http.Get("/api/v1/jobs/1/stream", bearer(c.token("alpha")));
   REQUIRE(busy);
   CHECK(busy->status == 503);
-  CHECK(busy->body.find("too many output streams open (8 per team, 112 on the server)") != std::string::npos);
+  CHECK(busy->body.find("too many output streams open (8 per team, 112 on the server)") !=
+        std::string::npos);
   // The client falls back to the polling endpoint and still prints every line.
   const int rc = c.client("alpha", "output 1", &out);
   for (std::thread& t : streams) t.join();

@@ -14,8 +14,8 @@
 #include "grader/service/job_output.hpp"
 #include "grader/service/job_request.hpp"
 #include "grader/service/job_store.hpp"
-#include "grader/service/slurm_executor.hpp"
 #include "grader/service/roster.hpp"
+#include "grader/service/slurm_executor.hpp"
 #include "grader/service/tokens.hpp"
 #include "reference/core/error.hpp"
 #include "reference/milestones/cli_values.hpp"
@@ -172,8 +172,7 @@ TEST_CASE("the grader's own file rules judge an upload") {
   write_job_files({{"student/m2/notes.txt", "hello\n"}}, tmp.path() / "extra");
   const auto problems = upload_problems(tmp.path() / "extra", "m2", root);
   REQUIRE(problems.size() == 1);
-  CHECK(problems[0].find("student/m2/notes.txt: only these files are graded") !=
-        std::string::npos);
+  CHECK(problems[0].find("student/m2/notes.txt: only these files are graded") != std::string::npos);
 }
 
 TEST_CASE("a job runs as an argument vector: a team's words stay single arguments") {
@@ -187,9 +186,8 @@ TEST_CASE("a job runs as an argument vector: a team's words stay single argument
   settings.allow_degraded = true;
   const auto run = grade_arguments(job, settings, "/w/sub", "/w/out");
   CHECK(run == std::vector<std::string>{"grade", "/w/sub", "--milestone", "m2", "--team", "alpha",
-                                        "--out", "/w/out", "--only",
-                                        "network/*/ece408-high/100", "--as-run",
-                                        "--allow-degraded"});
+                                        "--out", "/w/out", "--only", "network/*/ece408-high/100",
+                                        "--as-run", "--allow-degraded"});
   job.command = "check";
   job.args_json = "{}";
   const auto check = grade_arguments(job, settings, "/w/sub", "/w/out");
@@ -222,13 +220,13 @@ TEST_CASE("a Slurm job's script: its resources, the grade quoted, the exit statu
       job, {"/opt/convlab", "grade", "/w/job-12-2/submission", "--only", "network/*/x/1"},
       "/w/job-12-2", slurm, 3601);
   CHECK(script.starts_with("#!/bin/bash\n"));
-  for (const char* line :
-       {"#SBATCH --job-name=convlab-job-12\n", "#SBATCH --no-requeue\n",
-        "#SBATCH --output=/w/job-12-2/output.log\n", "#SBATCH --time=61\n",
-        "#SBATCH --partition=gpu\n", "#SBATCH --account=ece408\n", "#SBATCH --gres=gpu:1\n",
-        "#SBATCH --qos=course\n",
-        "/opt/convlab grade /w/job-12-2/submission --only 'network/*/x/1'\n",
-        "if [ \"$status\" -lt 128 ]; then\n", "mv /w/job-12-2/exit-status.tmp /w/job-12-2/exit-status\n"}) {
+  for (const char* line : {"#SBATCH --job-name=convlab-job-12\n", "#SBATCH --no-requeue\n",
+                           "#SBATCH --output=/w/job-12-2/output.log\n", "#SBATCH --time=61\n",
+                           "#SBATCH --partition=gpu\n", "#SBATCH --account=ece408\n",
+                           "#SBATCH --gres=gpu:1\n", "#SBATCH --qos=course\n",
+                           "/opt/convlab grade /w/job-12-2/submission --only 'network/*/x/1'\n",
+                           "if [ \"$status\" -lt 128 ]; then\n",
+                           "mv /w/job-12-2/exit-status.tmp /w/job-12-2/exit-status\n"}) {
     CHECK_MESSAGE(script.find(line) != std::string::npos, line);
   }
   // A CPU job asks for no GPU, on the CPU partition.
@@ -237,8 +235,9 @@ TEST_CASE("a Slurm job's script: its resources, the grade quoted, the exit statu
   CHECK(cpu.find("--gres") == std::string::npos);
   CHECK(cpu.find("#SBATCH --partition=cpu\n") != std::string::npos);
   CHECK(cpu.find("#SBATCH --time=1\n") != std::string::npos);
-  CHECK(error_of([&] { slurm_job_script(job, {"/opt/convlab"}, "/my jobs/job-1-1", slurm, 60); })
-            .find("holds a space") != std::string::npos);
+  CHECK(error_of([&] {
+          slurm_job_script(job, {"/opt/convlab"}, "/my jobs/job-1-1", slurm, 60);
+        }).find("holds a space") != std::string::npos);
 }
 
 TEST_CASE("the queue: oldest first, output in chunks, a restart queues a running job once") {
