@@ -8,9 +8,8 @@
 // nothing to do; flat indexing keeps every thread busy whatever W_out is, and consecutive threads
 // write consecutive addresses of y, so every store is coalesced. The whole 28x28 input image
 // (3 KB) stays in L1 while the block works on it.
-// Expected effect: a clear gain over the tiled kernels on the project's layer (7.4 ms for the
-// baseline, 4.9 ms here on an H100); on large images with many channels shared-memory tiling
-// keeps its edge.
+// Expected effect: a clear gain over the baseline and the tiled kernels on the project's layer;
+// on large images with many channels shared-memory tiling keeps its edge.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>

@@ -7,8 +7,8 @@
 // Why: with a runtime K each of the K*K products pays for a loop counter, a compare, a branch
 // and index arithmetic; with a compile-time K the shared-memory offsets become constants folded
 // into the load instructions, leaving one load pair and one FMA per product.
-// Expected effect: a large cut in instructions per output (8.1 ms to 4.9 ms on the project's
-// layer on an H100); the kernel becomes bound by shared-memory loads instead of loop overhead.
+// Expected effect: a large cut in instructions per output, and in time against step 1 on the
+// project's layer; the kernel becomes bound by shared-memory loads instead of loop overhead.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>

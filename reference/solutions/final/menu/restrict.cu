@@ -7,8 +7,8 @@
 // Why: the lesson is what the compiler is allowed to do, and how to see it: compare the SASS
 // (cuobjdump -sass) and ncu's memory workload analysis (L1/TEX hit rate, global load
 // instructions) of this kernel and the baseline's.
-// Expected effect: small on the H100, whose L1 already caches global loads; the handout has
-// the measured figures.
+// Expected effect: small on GPUs whose L1 already caches global loads (Volta and later); the
+// handout has the measured figures.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>

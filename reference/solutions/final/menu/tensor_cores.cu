@@ -6,12 +6,11 @@
 // A block of eight warps computes a BM x 128 tile, BM the smallest of 16, 32 and 64 that holds
 // the layer's maps (all 50 of the project's layer: X is staged once per column tile), stages
 // 32 rows of the sum per barrier pair (each row's offset in x decoded once per slice, not per
-// value: LeNet's second layer 11.1 to 5.4 ms), and writes y through shared memory so that a
-// warp stores 128 consecutive values of one map. Against the README's first step (four warps,
-// 32x64, one 8-row step per barrier pair, fragments stored straight to y): 2.58 to 1.31 ms
-// on the project's layer, 1.57 to 1.33 ms on two-conv and 44.5 to 25.5 ms on VGG-16 (H100,
-// bench), with 3 blocks per SM (1.48 ms at 2 on the project's layer: 128 registers).
-// Why: the H100's TF32 tensor cores are rated about 8x its float32 FMA pipes; the lesson is
+// value), and writes y through shared memory so that a warp stores 128 consecutive values of
+// one map; it is sized for 3 blocks per SM (128 registers). The README's first step (four
+// warps, 32x64, one 8-row step per barrier pair, fragments stored straight to y) is the simpler
+// kernel this one improves on.
+// Why: Hopper's TF32 tensor cores are rated about 8x its float32 FMA pipes; the lesson is
 // how a product is cut into fragments, and what rounding the inputs costs (the tf32 class's
 // rule, docs/grader.md).
 // Expected effect: ncu's tensor pipe utilisation (sm__pipe_tensor_op_hmma_cycles_active) goes
@@ -28,11 +27,10 @@
 // writes only the pooled quarter. Other pools, and larger layers, take the WMMA kernel with its
 // columns ordered window by window, so that each window's values are consecutive in the tile
 // it writes through shared memory. In the image kernel, a sum whose last step has at most 4
-// terms ends with an m16n8k4 product (the project's 25: three steps of 8, one of 4). On the
-// project's layer (H100, bench): 1.31 ms on the WMMA kernel, 0.44 ms so (store floor 0.37),
-// 0.14 ms fused. Longer sums with at most 32 maps (LeNet's and odd-shapes' conv2) take the
-// staged kernel: the same fragments, with the filters staged in shared memory and several
-// small images per block (LeNet's conv2: 5.43 ms on the WMMA kernel, 0.83 so).
+// terms ends with an m16n8k4 product (the project's 25: three steps of 8, one of 4); on the
+// project's layer this kernel comes close to the floor of writing y. Longer sums with at most
+// 32 maps (LeNet's and odd-shapes' conv2) take the staged kernel: the same fragments, with the
+// filters staged in shared memory and several small images per block.
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 #include <mma.h>
@@ -408,10 +406,9 @@ struct ImageLayer {
     const int r = (l.items - 1) / std::max(l.cols, 1), c = l.items - 1 - r * l.cols;
     l.last = l.offset(r, c, pooled);
     // Images with fewer than 8 tiles a warp: enough per group that its tiles divide evenly
-    // among the warps, where they fit. H100, tf32 Op Time: the project's layer pooled (18 tiles
-    // an image: 5, 5, 4 and 4 a warp; 9 each for a pair) 0.162 to 0.155 ms. With more tiles
-    // the warps are nearly even already, and groups measured slower (odd-shapes' conv1, 43
-    // tiles, 4 images a group: 0.167 to 0.188 ms).
+    // among the warps, where they fit (the project's layer pooled: 18 tiles an image, 5, 5, 4
+    // and 4 a warp; 9 each for a pair). With more tiles the warps are nearly even already, and
+    // groups were slower (odd-shapes' conv1: 43 tiles).
     const bool uneven = l.tiles < 8 * kImageWarps;
     l.group = uneven ? kImageWarps / std::gcd(std::max(l.tiles, 1), kImageWarps) : 1;
     if (l.staged() > kImageFloatsMax) l.group = 1;
@@ -719,9 +716,8 @@ bool launch_image_conv(float* y, const float* x, const float* k, const ConvShape
 // shared memory instead, rounded to TF32 once per block in fragment order (a lane's two values
 // of a step and a map fragment are one 8-byte load). A block stages a chunk of consecutive
 // images at a time, so that small images still give every warp whole tasks of 32 outputs; the
-// outputs' offsets in the chunk and in y are a table built once per block. On an H100 (bench,
-// against the WMMA kernel): LeNet's conv2 5.43 to 0.83 ms, odd-shapes' 0.686 to 0.108,
-// two-conv's 0.302 to 0.066.
+// outputs' offsets in the chunk and in y are a table built once per block. It is several times
+// faster than the WMMA kernel on these layers.
 constexpr int kStagedFrags = 2;                 // 16-output A fragments per warp task
 constexpr int kStagedTask = 16 * kStagedFrags;  // outputs per warp task
 constexpr int kStagedMaxMapFrags = 4;           // 32 maps
