@@ -2,15 +2,36 @@
 /// @brief Small helpers of the class-grading tests: files, and a results database as text.
 #pragma once
 
+#include <doctest/doctest.h>
 #include <sqlite3.h>
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
 #include <string>
 
 namespace convlab::test {
+
+/// " 'PATH'": one more word of a shell command (the tests' paths hold no quote). Built
+/// piecewise: g++ 12 warns (-Wrestrict, wrongly) on "'" + string + "'".
+inline std::string quoted(const std::filesystem::path& p) {
+  std::string q = " '";
+  q += p.string();
+  q += '\'';
+  return q;
+}
+
+/// The entry of team `name` in grade-all's summary.json; the test fails where there is none.
+inline const nlohmann::json& team_of(const nlohmann::json& summary, const std::string& name) {
+  for (const nlohmann::json& t : summary["teams"]) {
+    if (t["team"] == name) return t;
+  }
+  FAIL("team " << name << " missing from summary.json");
+  static const nlohmann::json none;
+  return none;
+}
 
 inline std::string read_text(const std::filesystem::path& p) {
   std::ifstream in(p);

@@ -15,12 +15,15 @@
 #include <thread>
 #include <vector>
 
+#include "tests/grader/class/class_test_support.hpp"
 #include "tests/support/test_support.hpp"
 
 namespace fs = std::filesystem;
 using convlab::test::run_command;
 using convlab::test::TempDir;
 using nlohmann::json;
+
+using convlab::test::team_of;
 
 namespace {
 
@@ -111,15 +114,6 @@ struct Class {
     return s;
   }
 };
-
-const json& team_of(const json& summary, const std::string& name) {
-  for (const json& t : summary["teams"]) {
-    if (t["team"] == name) return t;
-  }
-  FAIL("team " << name << " missing from summary.json");
-  static const json none;
-  return none;
-}
 
 // One shell word per argument, joined by spaces (built piecewise: g++ 12 warns, wrongly, with
 // -Wrestrict on "'" + string + "'").

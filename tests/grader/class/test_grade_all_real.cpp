@@ -10,36 +10,16 @@
 #include <sstream>
 #include <string>
 
+#include "tests/grader/class/class_test_support.hpp"
 #include "tests/support/test_support.hpp"
 
 namespace fs = std::filesystem;
 using convlab::test::run_command;
 using nlohmann::json;
 
-namespace {
-
-std::string read(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-void write(const fs::path& p, const std::string& text) {
-  fs::create_directories(p.parent_path());
-  std::ofstream(p) << text;
-}
-
-const json& team_of(const json& summary, const std::string& name) {
-  for (const json& t : summary["teams"]) {
-    if (t["team"] == name) return t;
-  }
-  FAIL("team " << name << " missing from summary.json");
-  static const json none;
-  return none;
-}
-
-}  // namespace
+using convlab::test::read_text;
+using convlab::test::team_of;
+using convlab::test::write_text;
 
 TEST_CASE("a small m2 class graded for real: full marks, zero, a build failure; exit 0") {
   std::string why;
@@ -51,11 +31,11 @@ TEST_CASE("a small m2 class graded for real: full marks, zero, a build failure; 
   }
   convlab::test::TempDir tmp;
   const fs::path subs = tmp.path() / "subs", out = tmp.path() / "grades";
-  write(subs / "good/student/m2/conv_cpu.cpp",
-        std::regex_replace(read(src / "reference/solutions/m2/conv_cpu.cpp"),
-                           std::regex("convlab::solution"), "convlab::student"));
-  write(subs / "stub/student/m2/conv_cpu.cpp", read(src / "student/m2/conv_cpu.cpp"));
-  write(subs / "broken/student/m2/conv_cpu.cpp", "this is not C++\n");
+  write_text(subs / "good/student/m2/conv_cpu.cpp",
+             std::regex_replace(read_text(src / "reference/solutions/m2/conv_cpu.cpp"),
+                                std::regex("convlab::solution"), "convlab::student"));
+  write_text(subs / "stub/student/m2/conv_cpu.cpp", read_text(src / "student/m2/conv_cpu.cpp"));
+  write_text(subs / "broken/student/m2/conv_cpu.cpp", "this is not C++\n");
 
   std::string output;
   std::string cmd;
@@ -73,13 +53,13 @@ TEST_CASE("a small m2 class graded for real: full marks, zero, a build failure; 
   INFO(output);
   REQUIRE(rc == 0);
 
-  const json s = json::parse(read(out / "summary.json"));
+  const json s = json::parse(read_text(out / "summary.json"));
   CHECK(s["graded"] == 3);
   const json& good = team_of(s, "good");
   {
     // On failure, show which of the staff solution's checks did not pass, and why.
     std::string failed;
-    const json report = json::parse(read(out / "good/report.json"));
+    const json report = json::parse(read_text(out / "good/report.json"));
     for (const json& c : report["checks"]) {
       if (c["status"] != "passed") {
         failed += c["id"].get<std::string>() + " (" + c["reason"].get<std::string>() +
@@ -98,11 +78,11 @@ TEST_CASE("a small m2 class graded for real: full marks, zero, a build failure; 
     CHECK(team_of(s, team)["status"] == "graded");
     CHECK(fs::exists(out / team / "report.json"));
     CHECK(fs::exists(out / team / "results.json"));
-    const json report = json::parse(read(out / team / "report.json"));
+    const json report = json::parse(read_text(out / team / "report.json"));
     CHECK(report["team"] == team);
     CHECK(report["seed"] == 7);
   }
-  const json broken = json::parse(read(out / "broken/report.json"));
+  const json broken = json::parse(read_text(out / "broken/report.json"));
   bool build_failed = false;
   for (const json& c : broken["checks"])
     build_failed = build_failed || c["reason"] == "build_failed";

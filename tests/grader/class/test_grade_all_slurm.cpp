@@ -26,23 +26,10 @@ using convlab::test::run_command;
 using convlab::test::write_text;
 using nlohmann::json;
 
+using convlab::test::quoted;
+using convlab::test::team_of;
+
 namespace {
-
-std::string quoted(const fs::path& p) {
-  std::string q = " '";
-  q += p.string();
-  q += '\'';
-  return q;
-}
-
-const json& team_of(const json& summary, const std::string& name) {
-  for (const json& t : summary["teams"]) {
-    if (t["team"] == name) return t;
-  }
-  FAIL("team " << name << " missing from summary.json");
-  static const json none;
-  return none;
-}
 
 // What must be equal between two databases of the same class: per team, its run (score,
 // ranked time present or not, grader error) and every check's outcome, in order.

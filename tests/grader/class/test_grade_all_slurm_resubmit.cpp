@@ -23,6 +23,9 @@ using convlab::test::run_command;
 using convlab::test::write_text;
 using nlohmann::json;
 
+using convlab::test::quoted;
+using convlab::test::team_of;
+
 namespace {
 
 // Logs each of its runs as <submission>/attempt-N (holding the Slurm task that ran it), then
@@ -70,22 +73,6 @@ std::string report_template() {
   c.score = c.max_score = 5;
   r.checks.push_back(c);
   return convlab::grader::report_json(r) + "\n";
-}
-
-std::string quoted(const fs::path& p) {
-  std::string q = " '";
-  q += p.string();
-  q += '\'';
-  return q;
-}
-
-const json& team_of(const json& summary, const std::string& name) {
-  for (const json& t : summary["teams"]) {
-    if (t["team"] == name) return t;
-  }
-  FAIL("team " << name << " missing from summary.json");
-  static const json none;
-  return none;
 }
 
 }  // namespace

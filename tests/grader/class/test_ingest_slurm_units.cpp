@@ -134,8 +134,9 @@ TEST_CASE("what Slurm prints is read right") {
   CHECK(plain[0].state == "NODE_FAIL");
   CHECK(plain[0].node == "gpu03");
 
-  const auto acct = parse_sacct("40|CANCELLED by 0|0:15|gpu01\n41_2|COMPLETED|0:0|n1\n"
-                                "42|PENDING|0:0|None assigned\n40.batch|CANCELLED|0:15|gpu01\n");
+  const auto acct = parse_sacct(
+      "40|CANCELLED by 0|0:15|gpu01\n41_2|COMPLETED|0:0|n1\n"
+      "42|PENDING|0:0|None assigned\n40.batch|CANCELLED|0:15|gpu01\n");
   REQUIRE(acct.size() == 3);
   CHECK(acct[0].job == "40");
   CHECK(acct[0].task == -1);

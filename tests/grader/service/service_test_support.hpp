@@ -6,6 +6,7 @@
 
 #include <doctest/doctest.h>
 #include <signal.h>
+#include <sqlite3.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -154,6 +155,31 @@ inline void login_client(const std::filesystem::path& home, const std::filesyste
   INFO(out);
   REQUIRE(rc == 0);
   REQUIRE(out.find("as team " + team) != std::string::npos);
+}
+
+/// A row of the results database's runs: who was graded on what, and the score.
+struct RecordedRun {
+  std::string team, milestone;
+  double score = 0.0;
+  bool operator==(const RecordedRun&) const = default;
+};
+
+/// The runs the results database `file` holds, in the order they were recorded.
+inline std::vector<RecordedRun> recorded_runs(const std::filesystem::path& file) {
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open_v2(file.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  REQUIRE(sqlite3_prepare_v2(db, "SELECT team, milestone, score FROM runs ORDER BY rowid", -1, &st,
+                             nullptr) == SQLITE_OK);
+  std::vector<RecordedRun> runs;
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    runs.push_back({reinterpret_cast<const char*>(sqlite3_column_text(st, 0)),
+                    reinterpret_cast<const char*>(sqlite3_column_text(st, 1)),
+                    sqlite3_column_double(st, 2)});
+  }
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return runs;
 }
 
 /// The staff solution of m2 as a team's file (its namespace renamed).

@@ -7,7 +7,6 @@
 // cannot start.
 #include <doctest/doctest.h>
 #include <httplib.h>
-#include <sqlite3.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -321,17 +320,6 @@ TEST_CASE("slurm: real m2 jobs of two teams; a grade's run is recorded by the se
   CHECK(submit(c.home("beta"), c.checkout("beta"), "grade m2", &out) == 0);
   INFO(out);
   CHECK(out.find("Total: 0 / 30 points") != std::string::npos);
-  sqlite3* db = nullptr;
-  REQUIRE(sqlite3_open_v2((c.dir / "results.sqlite").c_str(), &db, SQLITE_OPEN_READONLY, nullptr) ==
-          SQLITE_OK);
-  sqlite3_stmt* st = nullptr;
-  REQUIRE(sqlite3_prepare_v2(db, "SELECT team, milestone, score FROM runs", -1, &st, nullptr) ==
-          SQLITE_OK);
-  REQUIRE(sqlite3_step(st) == SQLITE_ROW);
-  CHECK(std::string(reinterpret_cast<const char*>(sqlite3_column_text(st, 0))) == "beta");
-  CHECK(std::string(reinterpret_cast<const char*>(sqlite3_column_text(st, 1))) == "m2");
-  CHECK(sqlite3_column_double(st, 2) == 0.0);
-  CHECK(sqlite3_step(st) == SQLITE_DONE);  // one grade, one row
-  sqlite3_finalize(st);
-  sqlite3_close(db);
+  // One grade, one row.
+  CHECK(recorded_runs(c.dir / "results.sqlite") == std::vector<RecordedRun>{{"beta", "m2", 0.0}});
 }
