@@ -102,14 +102,15 @@ TEST_CASE("a cancelled task is resubmitted once, a failed grade never; ingest is
                               " --slurm --slurm-poll 0.5";
   auto run = std::async(std::launch::async, [&] { return run_command(command, &output); });
 
-  // Cancel bravo's task while it grades.
+  // Cancel bravo's task while it grades: once its first run has written its task's id (the
+  // file can exist for a moment before its line does).
   const fs::path first = subs / "bravo/attempt-1";
   const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(90);
-  while (!fs::exists(first) && std::chrono::steady_clock::now() < end) {
+  std::string task;
+  while (!(task = read_text(first)).ends_with("\n") && std::chrono::steady_clock::now() < end) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
-  REQUIRE_MESSAGE(fs::exists(first), "bravo's task never started\n" << cluster.logs());
-  std::string task = read_text(first);
+  REQUIRE_MESSAGE(task.ends_with("\n"), "bravo's task never started\n" << cluster.logs());
   task.erase(task.find_last_not_of("\n") + 1);
   std::string scancel;
   CHECK_MESSAGE(cluster.run("scancel " + task + " 2>&1", &scancel) == 0, scancel);
