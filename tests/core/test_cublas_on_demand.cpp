@@ -9,7 +9,7 @@
 #include "tests/support/test_support.hpp"
 
 TEST_CASE("neither convlab nor the referee loads cuBLAS at start") {
-  for (const std::string program :
+  for (const std::string& program :
        {convlab::test::convlab_binary().string(), std::string(CONVLAB_REFEREE)}) {
     std::string out;
     // What the dynamic loader maps at start (ldd's own mechanism), without running the program.
