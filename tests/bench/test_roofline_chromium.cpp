@@ -28,15 +28,8 @@ TEST_CASE("the roofline plot renders in headless Chromium") {
       roofline_svg(roofline_chart({{"sample", bench_report_json(test::sample_report(), "0.1.0")}}));
   std::ofstream(file, std::ios::binary) << svg;
 
-  test::TempDir profile;
-  std::string output;
   const std::string url = "file://" + file.string();
-  int rc = test::run_command("{ " + test::chromium_command(profile.path()) + " --dump-dom '" + url +
-                                 "' > '" + dom.string() + "' 2> '" + log.string() + "'; }",
-                             &output);
-  INFO("chromium log: " << test::read_all(log));
-  REQUIRE(rc == 0);
-  const std::string d = test::read_all(dom);
+  const std::string d = test::dump_dom(url, dom, log);
   CAPTURE(d.substr(0, 400));
   // Parsed as SVG: the root element is there and no parser error took its place.
   CHECK(d.find("<svg") != std::string::npos);
@@ -47,11 +40,7 @@ TEST_CASE("the roofline plot renders in headless Chromium") {
   CHECK(test::occurrences(d, "<line class=\"roof ") == 5);
   CHECK(d.find("two-conv conv2, tensor (tf32)") != std::string::npos);
 
-  rc = test::run_command(test::chromium_command(profile.path()) + " --screenshot='" + png.string() +
-                             "' --window-size=920,600 '" + url + "'",
-                         &output);
-  INFO("chromium: " << output);
-  REQUIRE(rc == 0);
+  test::screenshot(url, png, 920, 600);
   const test::Image shot = test::read_png(png);
   CHECK(shot.width == 920);
   CHECK(shot.height == 600);

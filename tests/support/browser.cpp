@@ -1,5 +1,6 @@
 #include "tests/support/browser.hpp"
 
+#include <doctest/doctest.h>
 #include <zlib.h>
 
 #include <cstdlib>
@@ -24,6 +25,28 @@ std::string chromium_command(const fs::path& profile) {
          " --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --no-first-run"
          " --hide-scrollbars --user-data-dir=" +
          profile.string();
+}
+
+std::string dump_dom(const std::string& url, const fs::path& dom, const fs::path& log) {
+  TempDir profile;
+  // Grouped, so that the DOM and the messages go to their files and nothing to the pipe.
+  const int rc = run_command("{ " + chromium_command(profile.path()) + " --dump-dom '" + url +
+                                 "' > '" + dom.string() + "' 2> '" + log.string() + "'; }",
+                             nullptr);
+  INFO("chromium log: " << read_all(log));
+  REQUIRE(rc == 0);
+  return read_all(dom);
+}
+
+void screenshot(const std::string& url, const fs::path& png, int width, int height) {
+  TempDir profile;
+  std::string output;
+  const int rc = run_command(chromium_command(profile.path()) + " --screenshot='" + png.string() +
+                                 "' --window-size=" + std::to_string(width) + "," +
+                                 std::to_string(height) + " '" + url + "'",
+                             &output);
+  INFO("chromium: " << output);
+  REQUIRE(rc == 0);
 }
 
 namespace {

@@ -22,6 +22,15 @@ void require_chromium();
 /// (tests may run as root in a container), no GPU (none is needed to draw), a 120 s limit.
 std::string chromium_command(const std::filesystem::path& profile);
 
+/// The DOM that headless Chromium builds for `url` (--dump-dom), in a fresh profile; kept in
+/// the file `dom`, Chromium's messages in `log`. The test fails when Chromium does.
+std::string dump_dom(const std::string& url, const std::filesystem::path& dom,
+                     const std::filesystem::path& log);
+
+/// A `width` x `height` screenshot of `url` into `png`, in a fresh profile. The test fails when
+/// Chromium does.
+void screenshot(const std::string& url, const std::filesystem::path& png, int width, int height);
+
 /// A decoded picture, 8 bits per channel, RGBA, row by row.
 struct Image {
   int width = 0;

@@ -67,15 +67,8 @@ TEST_CASE("the leaderboard page renders in headless Chromium") {
   CHECK(without_names.find("http://") == std::string::npos);
   CHECK(without_names.find("https://") == std::string::npos);
 
-  test::TempDir profile;
-  std::string output;
   const std::string url = "file://" + page.string();
-  int rc = test::run_command("{ " + test::chromium_command(profile.path()) + " --dump-dom '" + url +
-                                 "' > '" + dom.string() + "' 2> '" + log.string() + "'; }",
-                             &output);
-  INFO("chromium log: " << test::read_all(log));
-  REQUIRE(rc == 0);
-  const std::string d = test::read_all(dom);
+  const std::string d = test::dump_dom(url, dom, log);
   REQUIRE(d.size() > 1000);
 
   // The table has a row for every team, in rank order, the names as text.
@@ -98,11 +91,7 @@ TEST_CASE("the leaderboard page renders in headless Chromium") {
   CHECK(d.find("Distribution of team times") != std::string::npos);
   CHECK(d.find("Op Time of every variant, per team") != std::string::npos);
 
-  rc = test::run_command(test::chromium_command(profile.path()) + " --screenshot='" + png.string() +
-                             "' --window-size=1280,1600 '" + url + "'",
-                         &output);
-  INFO("chromium: " << output);
-  REQUIRE(rc == 0);
+  test::screenshot(url, png, 1280, 1600);
   REQUIRE(fs::exists(png));
   const std::string image = test::read_all(png);
   CHECK(image.rfind("\x89PNG\r\n\x1a\n", 0) == 0);

@@ -31,13 +31,8 @@ std::string page_link(const FakeClass& c, const std::string& team, const std::st
 
 // The DOM Chromium builds for `url`, in a fresh profile.
 std::string dom(const std::string& url) {
-  TempDir profile;
-  std::string out;
-  const int rc =
-      run_command(chromium_command(profile.path()) + " --dump-dom '" + url + "' 2>/dev/null", &out);
-  INFO(out);
-  REQUIRE(rc == 0);
-  return out;
+  TempDir files;
+  return dump_dom(url, files.path() / "page.html", files.path() / "chromium.log");
 }
 
 }  // namespace
