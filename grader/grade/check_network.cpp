@@ -15,6 +15,13 @@ std::string network_advice(const Grading& g, const PlannedCheck& p) {
          g.run_command(p, p.check.images) + "` to see the same count.";
 }
 
+void take_op_times(const json& doc, CheckResult& c) {
+  const json& t = field(doc, "timing");
+  c.op_time_s = t.value("op_time_s", 0.0);
+  c.op_time_median_s = t.value("op_time_median_s", 0.0);
+  c.op_time_runs_s = t.value("op_time_runs_s", std::vector<double>{});
+}
+
 namespace {
 
 // A tf32 or fp16 variant's predictions (pass 0: the test images in order) by the precision
@@ -108,12 +115,7 @@ void run_counted_network(Grading& g, PlannedCheck& p, CheckResult& c, const std:
   c.status = CheckStatus::passed;
   c.reason = "ok";
   c.score = c.max_score;
-  if (p.timed) {
-    const json& t = field(*w.doc, "timing");
-    c.op_time_s = t.value("op_time_s", 0.0);
-    c.op_time_median_s = t.value("op_time_median_s", 0.0);
-    c.op_time_runs_s = t.value("op_time_runs_s", std::vector<double>{});
-  }
+  if (p.timed) take_op_times(*w.doc, c);
   const std::string counted = std::to_string(*c.correct) + " of " + std::to_string(p.check.images) +
                               " images right (" + accuracy(*c.correct, p.check.images) + ")";
   // A tf32 or fp16 variant passed by the precision rule, whose line is already there.

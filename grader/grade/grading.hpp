@@ -88,6 +88,10 @@ std::string accuracy(std::int64_t correct, std::int64_t n);
 /// The advice of a network check on a public model whose count is wrong (check_network.cpp).
 std::string network_advice(const Grading& g, const PlannedCheck& p);
 
+/// The Op Time figures of a timed network run (the referee's "timing") into `c`: the fastest
+/// run, the median and every run.
+void take_op_times(const nlohmann::json& doc, CheckResult& c);
+
 /// Judges every pass's predictions against the labels; on a wrong count the failure's text
 /// ends with `advice` (check_network.cpp).
 std::optional<Failure> judge_predictions(Grading& g, const WorkerOutcome& w, const PlannedCheck& p,
