@@ -26,7 +26,7 @@ struct GradeOptions {
   std::optional<std::uint64_t> seed;              ///< element-wise inputs; default: drawn now
   std::optional<int> runs;                        ///< timed runs; default: the milestone's (3)
   /// Untimed checks run at once (the timed ones always alone, first); default: a quarter of
-  /// the cores, 1 to 4.
+  /// the cores, 2 to 4.
   std::optional<int> check_jobs;
   /// Wall-clock limit of each check, in seconds; default: the milestone's time_limit_s.
   std::optional<double> time_limit_s;

@@ -84,7 +84,7 @@ void add_grade_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--check-jobs", a->options.check_jobs,
                   "untimed checks run at once; the timed run is always alone on an idle machine, "
                   "and a check that fails for time or GPU memory beside others runs again alone "
-                  "(default: a quarter of the cores, 1 to 4)")
+                  "(default: a quarter of the cores, 2 to 4)")
       ->check(CLI::Range(1, 64));
   CLI::Option* time_limit = cmd->add_option(
       "--time-limit", a->time_limit,

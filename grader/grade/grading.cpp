@@ -399,7 +399,8 @@ bool Grading::runs_alone(const PlannedCheck& p) const {
 int Grading::check_jobs() const {
   if (opt_.check_jobs) return *opt_.check_jobs;
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  return std::clamp(cores / 4, 1, 4);
+  // Two at least: a check waits on its referee and its team process in turn.
+  return std::clamp(cores / 4, 2, 4);
 }
 
 void Grading::run_checks() {

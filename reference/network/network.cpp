@@ -32,6 +32,15 @@ void check_input(const Model& model, const Tensor& input) {
   }
 }
 
+std::size_t layers_to_run(const Model& model, const TimingOptions& timing) {
+  if (!timing.through_last_conv) return model.layers.size();
+  std::size_t end = 0;
+  for (std::size_t i = 0; i < model.layers.size(); ++i) {
+    if (model.layers[i].kind == LayerKind::conv) end = i + 1;
+  }
+  return end;
+}
+
 bool fuses_tanh_maxpool2(const Model& model, std::size_t layer) {
   const std::vector<Layer>& l = model.layers;
   return layer + 2 < l.size() && l[layer].kind == LayerKind::conv &&
@@ -66,7 +75,8 @@ void run_chunk(const Model& model, const std::vector<Shape>& shapes, const Tenso
   Tensor current(in_shape, std::vector<float>(input.data() + first * image,
                                               input.data() + (first + count) * image));
   std::size_t conv_index = 0;
-  for (std::size_t i = 0; i < model.layers.size(); ++i) {
+  const std::size_t end = layers_to_run(model, timing);
+  for (std::size_t i = 0; i < end; ++i) {
     const Layer& layer = model.layers[i];
     Shape out_shape = shapes[i];
     out_shape.insert(out_shape.begin(), count);
@@ -126,6 +136,7 @@ void run_chunk(const Model& model, const std::vector<Shape>& shapes, const Tenso
         break;
     }
   }
+  if (end < model.layers.size()) return;
   std::copy(current.values().begin(), current.values().end(),
             output.data() + first * (output.size() / output.dim(0)));
 }
@@ -138,7 +149,7 @@ NetworkRun run_network_cpu(const Model& model, const Tensor& input, const CpuCon
   const std::int64_t n = input.dim(0);
   const std::vector<Shape> shapes = model.output_shapes();
   NetworkRun run;
-  run.output = Tensor({n, shape_elements(shapes.back())});
+  if (!timing.through_last_conv) run.output = Tensor({n, shape_elements(shapes.back())});
   std::size_t convs = 0;
   for (const Layer& layer : model.layers) convs += layer.kind == LayerKind::conv;
   run.conv_layers.resize(convs);

@@ -72,11 +72,20 @@ struct TimingOptions {
   /// calls, each fed from host memory. Only for a convolution that may be called on buffers
   /// the runner allocates itself (not the grader's, whose team process maps only its own).
   bool layer_time = false;
+  /// Stop after the last conv layer (and the layers fused into its call): for timed passes
+  /// whose output nobody reads. NetworkRun::output is then empty.
+  bool through_last_conv = false;
 };
+
+/// How many of model.layers a run with `timing` computes: all of them, or with
+/// through_last_conv those up to the last conv layer.
+std::size_t layers_to_run(const Model& model, const TimingOptions& timing);
 
 /// What a run of the network produced.
 struct NetworkRun {
-  Tensor output;  ///< [N, classes]: the last layer's output (probabilities after softmax)
+  /// [N, classes]: the last layer's output (probabilities after softmax); empty after a run
+  /// with TimingOptions::through_last_conv
+  Tensor output;
   std::vector<ConvLayerTime> conv_layers;  ///< one entry per conv layer, in order
 
   /// Op Time: seconds summed over conv_layers.

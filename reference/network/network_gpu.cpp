@@ -131,7 +131,8 @@ class GpuNetworkRun {
   }
 
   NetworkRun run() {
-    for (std::size_t i = 0; i < model_.layers.size(); ++i) {
+    const std::size_t end = layers_to_run(model_, timing_);
+    for (std::size_t i = 0; i < end; ++i) {
       Shape out = batch_shape(i);
       if (model_.layers[i].kind == LayerKind::conv) {
         i += conv_layer(i, out) - 1;
@@ -141,7 +142,9 @@ class GpuNetworkRun {
       cur_ = std::move(out);
     }
     sync_device();
-    run_.output = Tensor({n_, shape_elements(cur_) / n_}, current_.download());
+    if (end == model_.layers.size()) {
+      run_.output = Tensor({n_, shape_elements(cur_) / n_}, current_.download());
+    }
     return std::move(run_);
   }
 
