@@ -28,11 +28,39 @@ double accumulation_variance(std::int64_t n, double abs_sum) {
   return static_cast<double>(n) * kFp32UnitRoundoff * kFp32UnitRoundoff / 3.0 * abs_sum * abs_sum;
 }
 
+// Sums of Q neighbouring outputs (h, w..w+Q-1) of map `km`: each output's terms added in the
+// same order as one at a time (so the same doubles), the Q chains interleaved so that the
+// additions' latencies overlap.
+template <int Q>
+struct Window {
+  double sum[Q] = {}, sq[Q] = {}, abs_sum[Q] = {}, x2[Q] = {};
+
+  Window(const Activations& a, const float* km, int K, int h, int w) {
+    for (int c = 0; c < a.c; ++c) {
+      for (int i = 0; i < K; ++i) {
+        const double* row = a.v.data() + (static_cast<std::size_t>(c) * a.h + h + i) * a.w + w;
+        const float* krow = km + (c * K + i) * K;
+        for (int j = 0; j < K; ++j) {
+          const double kj = krow[j];
+          for (int q = 0; q < Q; ++q) {
+            const double x = row[j + q];
+            const double t = x * kj;
+            sum[q] += t;
+            sq[q] += t * t;
+            abs_sum[q] += std::fabs(t);
+            x2[q] += x * x;
+          }
+        }
+      }
+    }
+  }
+};
+
 void conv_layer(const Layer& layer, Precision p, Activations& a) {
   const Tensor& k = layer.weight;
-  const int M = static_cast<int>(k.dim(0)), C = a.c, K = static_cast<int>(k.dim(2));
+  const int M = static_cast<int>(k.dim(0)), K = static_cast<int>(k.dim(2));
   const int Ho = a.h - K + 1, Wo = a.w - K + 1;
-  const std::int64_t n = static_cast<std::int64_t>(C) * K * K;
+  const std::int64_t n = static_cast<std::int64_t>(a.c) * K * K;
   const double u = input_unit_roundoff(p), e = input_underflow_error(p);
   const double rounding = p == Precision::fp32 ? 0.0 : 2.0 * u * u / 3.0;
   std::vector<double> y(static_cast<std::size_t>(M) * Ho * Wo);
@@ -41,27 +69,18 @@ void conv_layer(const Layer& layer, Precision p, Activations& a) {
     const float* km = k.data() + static_cast<std::int64_t>(m) * n;
     double k2 = 0.0;
     for (std::int64_t j = 0; j < n; ++j) k2 += static_cast<double>(km[j]) * km[j];
-    for (int h = 0; h < Ho; ++h) {
-      for (int w = 0; w < Wo; ++w) {
-        double sum = 0.0, sq = 0.0, abs_sum = 0.0, x2 = 0.0;
-        for (int c = 0; c < C; ++c) {
-          for (int i = 0; i < K; ++i) {
-            const double* row = a.v.data() + (static_cast<std::size_t>(c) * a.h + h + i) * a.w + w;
-            const float* krow = km + (c * K + i) * K;
-            for (int j = 0; j < K; ++j) {
-              const double t = row[j] * krow[j];
-              sum += t;
-              sq += t * t;
-              abs_sum += std::fabs(t);
-              x2 += row[j] * row[j];
-            }
-          }
-        }
-        y[(static_cast<std::size_t>(m) * Ho + h) * Wo + w] = sum;
-        const double v = rounding * sq + e * e / 3.0 * (k2 + x2) + a.sigma * a.sigma * k2 +
-                         accumulation_variance(n, abs_sum);
+    const auto store = [&]<int Q>(const Window<Q>& win, int h, int w) {
+      for (int q = 0; q < Q; ++q) {
+        y[(static_cast<std::size_t>(m) * Ho + h) * Wo + w + q] = win.sum[q];
+        const double v = rounding * win.sq[q] + e * e / 3.0 * (k2 + win.x2[q]) +
+                         a.sigma * a.sigma * k2 + accumulation_variance(n, win.abs_sum[q]);
         var = std::max(var, v);
       }
+    };
+    for (int h = 0; h < Ho; ++h) {
+      int w = 0;
+      for (; w + 4 <= Wo; w += 4) store(Window<4>(a, km, K, h, w), h, w);
+      for (; w < Wo; ++w) store(Window<1>(a, km, K, h, w), h, w);
     }
   }
   a.v = std::move(y);
@@ -71,21 +90,44 @@ void conv_layer(const Layer& layer, Precision p, Activations& a) {
   a.sigma = std::sqrt(var);
 }
 
+// Outputs o..o+Q-1 of a fully-connected layer, each sum in input order, the Q chains
+// interleaved (as Window).
+template <int Q>
+struct Dot {
+  double sum[Q], abs_sum[Q], w2[Q] = {};
+
+  Dot(const Layer& layer, const Activations& a, int o) {
+    const int in = static_cast<int>(layer.weight.dim(1));
+    const float* w[Q];
+    for (int q = 0; q < Q; ++q) {
+      w[q] = layer.weight.data() + static_cast<std::int64_t>(o + q) * in;
+      sum[q] = layer.bias.data()[o + q];
+      abs_sum[q] = std::fabs(sum[q]);
+    }
+    for (int i = 0; i < in; ++i) {
+      const double x = a.v[static_cast<std::size_t>(i)];
+      for (int q = 0; q < Q; ++q) {
+        sum[q] += w[q][i] * x;
+        abs_sum[q] += std::fabs(w[q][i] * x);
+        w2[q] += static_cast<double>(w[q][i]) * w[q][i];
+      }
+    }
+  }
+};
+
 void fc_layer(const Layer& layer, Activations& a) {
   const int out = static_cast<int>(layer.weight.dim(0)), in = static_cast<int>(layer.weight.dim(1));
   std::vector<double> y(static_cast<std::size_t>(out));
   double var = 0.0;
-  for (int o = 0; o < out; ++o) {
-    const float* w = layer.weight.data() + static_cast<std::int64_t>(o) * in;
-    double sum = layer.bias.data()[o], abs_sum = std::fabs(sum), w2 = 0.0;
-    for (int i = 0; i < in; ++i) {
-      sum += w[i] * a.v[static_cast<std::size_t>(i)];
-      abs_sum += std::fabs(w[i] * a.v[static_cast<std::size_t>(i)]);
-      w2 += static_cast<double>(w[i]) * w[i];
+  const auto store = [&]<int Q>(const Dot<Q>& d, int o) {
+    for (int q = 0; q < Q; ++q) {
+      y[static_cast<std::size_t>(o + q)] = d.sum[q];
+      var = std::max(var, a.sigma * a.sigma * d.w2[q] + accumulation_variance(in + 1, d.abs_sum[q]));
     }
-    y[static_cast<std::size_t>(o)] = sum;
-    var = std::max(var, a.sigma * a.sigma * w2 + accumulation_variance(in + 1, abs_sum));
-  }
+  };
+  int o = 0;
+  for (; o + 4 <= out; o += 4) store(Dot<4>(layer, a, o), o);
+  for (; o < out; ++o) store(Dot<1>(layer, a, o), o);
   a.v = std::move(y);
   a.c = out;
   a.h = a.w = 1;
