@@ -142,7 +142,7 @@ class GpuNetworkRun {
       cur_ = std::move(out);
     }
     sync_device();
-    if (end == model_.layers.size()) {
+    if (!timing_.through_last_conv) {
       run_.output = Tensor({n_, shape_elements(cur_) / n_}, current_.download());
     }
     return std::move(run_);

@@ -182,4 +182,22 @@ TEST_CASE("network runner: a hand-checkable model and its Op Time bookkeeping") 
   CHECK(count_correct(predictions(run.output), labels) == 1);
 
   CHECK_THROWS_AS(run_network_cpu(model, Tensor({1, 1, 3, 3}), conv_forward_reference), Error);
+
+  // A timed pass through the last conv layer only: the same conv calls, nothing after them.
+  TimingOptions through_conv;
+  through_conv.through_last_conv = true;
+  CHECK(layers_to_run(model, through_conv) == 1);
+  CHECK(layers_to_run(model, TimingOptions()) == model.layers.size());
+  calls = 0;
+  const NetworkRun timed = run_network_cpu(
+      model, input,
+      [&](float* y, const float* x, const float* k, const ConvShape& s) {
+        ++calls;
+        conv_forward_reference(y, x, k, s);
+      },
+      through_conv);
+  CHECK(calls == 1);
+  REQUIRE(timed.conv_layers.size() == 1);
+  CHECK(timed.conv_layers[0].shape.B == 2);
+  CHECK(timed.output.size() == 0);
 }

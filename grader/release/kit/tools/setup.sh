@@ -32,8 +32,8 @@ if [ "$preset" = cpu ]; then
     echo "   need the course's GPU machine: there, run CONVLAB_PRESET=default tools/setup.sh"
   fi
 fi
-# A first build of convlab in core-minutes (the CUDA preset compiles every kernel for every
-# architecture as well), for the estimate; ccache makes a rebuild much shorter.
+# A first build of convlab in core-minutes (the CUDA preset compiles every kernel for this
+# machine's GPU as well), for the estimate; ccache makes a rebuild much shorter.
 cores=$(nproc 2>/dev/null || echo 1)
 if [ "$preset" = cpu ]; then work=8; else work=16; fi
 minutes=$(( (work + cores - 1) / cores ))
