@@ -1,9 +1,12 @@
 #include "reference/network/exact.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
+#include <string>
 
+#include "reference/core/error.hpp"
 #include "reference/core/parallel.hpp"
 #include "reference/network/network.hpp"
 
@@ -15,11 +18,22 @@ namespace {
 // about 2e-7, a GPU's tanhf to 2 ulp): a generous per-value allowance.
 constexpr double kActivationError = 1e-6;
 
-// One image's activations, [C][H][W] or [F], and the standard deviation of their error.
+// At most this many classes are estimated in one pass (fp32, tf32, fp16).
+constexpr std::size_t kMaxClasses = 3;
+
+// The classes one pass estimates the error of, with their input rounding terms.
+struct Classes {
+  std::size_t n = 0;
+  std::array<double, kMaxClasses> rounding{};  // 2u^2/3 of a product of rounded inputs
+  std::array<double, kMaxClasses> e2_3{};      // e^2/3 of an input's underflow error e
+};
+
+// One image's activations, [C][H][W] or [F], and the standard deviation of their error under
+// each class.
 struct Activations {
   std::vector<double> v;
   int c = 0, h = 0, w = 0;  // w = h = 1 for a vector
-  double sigma = 0.0;
+  std::array<double, kMaxClasses> sigma{};
 };
 
 // The variance of a float32 sum of n terms whose absolute values add to `abs_sum`: each
@@ -56,15 +70,13 @@ struct Window {
   }
 };
 
-void conv_layer(const Layer& layer, Precision p, Activations& a) {
+void conv_layer(const Layer& layer, const Classes& cls, Activations& a) {
   const Tensor& k = layer.weight;
   const int M = static_cast<int>(k.dim(0)), K = static_cast<int>(k.dim(2));
   const int Ho = a.h - K + 1, Wo = a.w - K + 1;
   const std::int64_t n = static_cast<std::int64_t>(a.c) * K * K;
-  const double u = input_unit_roundoff(p), e = input_underflow_error(p);
-  const double rounding = p == Precision::fp32 ? 0.0 : 2.0 * u * u / 3.0;
   std::vector<double> y(static_cast<std::size_t>(M) * Ho * Wo);
-  double var = 0.0;
+  std::array<double, kMaxClasses> var{};
   for (int m = 0; m < M; ++m) {
     const float* km = k.data() + static_cast<std::int64_t>(m) * n;
     double k2 = 0.0;
@@ -72,9 +84,12 @@ void conv_layer(const Layer& layer, Precision p, Activations& a) {
     const auto store = [&]<int Q>(const Window<Q>& win, int h, int w) {
       for (int q = 0; q < Q; ++q) {
         y[(static_cast<std::size_t>(m) * Ho + h) * Wo + w + q] = win.sum[q];
-        const double v = rounding * win.sq[q] + e * e / 3.0 * (k2 + win.x2[q]) +
-                         a.sigma * a.sigma * k2 + accumulation_variance(n, win.abs_sum[q]);
-        var = std::max(var, v);
+        const double acc = accumulation_variance(n, win.abs_sum[q]);
+        for (std::size_t p = 0; p < cls.n; ++p) {
+          const double v = cls.rounding[p] * win.sq[q] + cls.e2_3[p] * (k2 + win.x2[q]) +
+                           a.sigma[p] * a.sigma[p] * k2 + acc;
+          var[p] = std::max(var[p], v);
+        }
       }
     };
     for (int h = 0; h < Ho; ++h) {
@@ -87,7 +102,7 @@ void conv_layer(const Layer& layer, Precision p, Activations& a) {
   a.c = M;
   a.h = Ho;
   a.w = Wo;
-  a.sigma = std::sqrt(var);
+  for (std::size_t p = 0; p < cls.n; ++p) a.sigma[p] = std::sqrt(var[p]);
 }
 
 // Outputs o..o+Q-1 of a fully-connected layer, each sum in input order, the Q chains
@@ -115,14 +130,17 @@ struct Dot {
   }
 };
 
-void fc_layer(const Layer& layer, Activations& a) {
+void fc_layer(const Layer& layer, const Classes& cls, Activations& a) {
   const int out = static_cast<int>(layer.weight.dim(0)), in = static_cast<int>(layer.weight.dim(1));
   std::vector<double> y(static_cast<std::size_t>(out));
-  double var = 0.0;
+  std::array<double, kMaxClasses> var{};
   const auto store = [&]<int Q>(const Dot<Q>& d, int o) {
     for (int q = 0; q < Q; ++q) {
       y[static_cast<std::size_t>(o + q)] = d.sum[q];
-      var = std::max(var, a.sigma * a.sigma * d.w2[q] + accumulation_variance(in + 1, d.abs_sum[q]));
+      const double acc = accumulation_variance(in + 1, d.abs_sum[q]);
+      for (std::size_t p = 0; p < cls.n; ++p) {
+        var[p] = std::max(var[p], a.sigma[p] * a.sigma[p] * d.w2[q] + acc);
+      }
     }
   };
   int o = 0;
@@ -131,7 +149,7 @@ void fc_layer(const Layer& layer, Activations& a) {
   a.v = std::move(y);
   a.c = out;
   a.h = a.w = 1;
-  a.sigma = std::sqrt(var);
+  for (std::size_t p = 0; p < cls.n; ++p) a.sigma[p] = std::sqrt(var[p]);
 }
 
 void maxpool_layer(const Layer& layer, Activations& a) {
@@ -159,11 +177,11 @@ void maxpool_layer(const Layer& layer, Activations& a) {
 
 // Adds the error a float32 layer makes on every value to the estimate.
 void add_activation_error(Activations& a) {
-  a.sigma = std::sqrt(a.sigma * a.sigma + kActivationError * kActivationError);
+  for (double& s : a.sigma) s = std::sqrt(s * s + kActivationError * kActivationError);
 }
 
 // The image's logits (the input of a final softmax) and their error estimate.
-Activations run_image(const Model& model, const float* pixels, Precision p) {
+Activations run_image(const Model& model, const float* pixels, const Classes& cls) {
   Activations a;
   a.c = static_cast<int>(model.input[0]);
   a.h = static_cast<int>(model.input[1]);
@@ -172,7 +190,7 @@ Activations run_image(const Model& model, const float* pixels, Precision p) {
   for (const Layer& layer : model.layers) {
     switch (layer.kind) {
       case LayerKind::conv:
-        conv_layer(layer, p, a);
+        conv_layer(layer, cls, a);
         break;
       case LayerKind::tanh:
         for (double& v : a.v) v = std::tanh(v);
@@ -190,7 +208,7 @@ Activations run_image(const Model& model, const float* pixels, Precision p) {
         a.h = a.w = 1;
         break;
       case LayerKind::fc:
-        fc_layer(layer, a);
+        fc_layer(layer, cls, a);
         break;
       case LayerKind::softmax:
         return a;  // softmax keeps the order of the logits
@@ -201,21 +219,37 @@ Activations run_image(const Model& model, const float* pixels, Precision p) {
 
 }  // namespace
 
-ExactRun run_network_exact(const Model& model, const Tensor& input, Precision p) {
+std::vector<ExactRun> run_network_exact(const Model& model, const Tensor& input,
+                                        std::span<const Precision> classes) {
   check_input(model, input);
   model.output_shapes();  // throws if the weights do not chain
-  ExactRun r;
-  r.images = input.dim(0);
-  r.classes = model.classes();
-  const auto n = static_cast<std::size_t>(r.images);
+  if (classes.empty() || classes.size() > kMaxClasses) {
+    throw Error("run_network_exact: 1 to " + std::to_string(kMaxClasses) + " classes, got " +
+                std::to_string(classes.size()));
+  }
+  Classes cls;
+  cls.n = classes.size();
+  for (std::size_t p = 0; p < cls.n; ++p) {
+    const double u = input_unit_roundoff(classes[p]), e = input_underflow_error(classes[p]);
+    cls.rounding[p] = classes[p] == Precision::fp32 ? 0.0 : 2.0 * u * u / 3.0;
+    cls.e2_3[p] = e * e / 3.0;
+  }
+  // The first run holds what every class shares; the others get a copy at the end.
+  std::vector<ExactRun> runs(cls.n);
+  ExactRun& r = runs.front();
+  const auto n = static_cast<std::size_t>(input.dim(0));
+  for (ExactRun& run : runs) {
+    run.images = input.dim(0);
+    run.classes = model.classes();
+    run.sigma.resize(n);
+  }
   r.logits.resize(n * static_cast<std::size_t>(r.classes));
   r.predictions.resize(n);
   r.margins.resize(n);
-  r.sigma.resize(n);
   const std::int64_t pixels = input.size() / std::max<std::int64_t>(r.images, 1);
   parallel_for(r.images, [&](std::int64_t i0, std::int64_t i1) {
     for (std::int64_t i = i0; i < i1; ++i) {
-      const Activations a = run_image(model, input.data() + i * pixels, p);
+      const Activations a = run_image(model, input.data() + i * pixels, cls);
       const auto at = static_cast<std::size_t>(i);
       std::copy(a.v.begin(), a.v.end(),
                 r.logits.begin() + static_cast<std::ptrdiff_t>(at) * r.classes);
@@ -226,10 +260,20 @@ ExactRun run_network_exact(const Model& model, const Tensor& input, Precision p)
       }
       r.predictions[at] = static_cast<int>(top - a.v.begin());
       r.margins[at] = *top - second;
-      r.sigma[at] = a.sigma;
+      for (std::size_t p = 0; p < cls.n; ++p) runs[p].sigma[at] = a.sigma[p];
     }
   });
-  return r;
+  for (std::size_t p = 1; p < cls.n; ++p) {
+    runs[p].logits = r.logits;
+    runs[p].predictions = r.predictions;
+    runs[p].margins = r.margins;
+  }
+  return runs;
+}
+
+ExactRun run_network_exact(const Model& model, const Tensor& input, Precision p) {
+  const Precision one[] = {p};
+  return std::move(run_network_exact(model, input, one).front());
 }
 
 }  // namespace convlab

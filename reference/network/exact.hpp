@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "reference/conv/precision.hpp"
@@ -34,5 +35,12 @@ struct ExactRun {
 /// float32 network whose convolutions are computed in class `p`. Throws Error on a shape
 /// mismatch.
 ExactRun run_network_exact(const Model& model, const Tensor& input, Precision p);
+
+/// The same pass for several classes at once (1 to 3): one ExactRun per class, in order. The
+/// logits, predictions and margins do not depend on the class (only the error estimate does),
+/// so one pass costs about what one class costs alone. Throws Error on a shape mismatch or a
+/// count of classes out of range.
+std::vector<ExactRun> run_network_exact(const Model& model, const Tensor& input,
+                                        std::span<const Precision> classes);
 
 }  // namespace convlab
