@@ -201,7 +201,9 @@ bool setup_view(const ChildPlan& p, int original) {
     for (int fd = original; n_digits == 0 || fd > 0; fd /= 10) digits[n_digits++] = '0' + fd % 10;
     while (n_digits > 0) source[len++] = digits[--n_digits];
     source[len] = '\0';
-    if (!bind(source, p.view_private, true, true)) return false;
+    // Not recursive: the view's own tmpfs is mounted on that folder, and a recursive bind
+    // would carry it along, hiding the inputs.
+    if (!bind(source, p.view_private, true, false)) return false;
   }
   if (chdir(p.view_root) != 0) return false;
   // pivot_root(".", "."): the old root ends up under the new one, then is detached.

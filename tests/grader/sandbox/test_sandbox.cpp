@@ -153,6 +153,23 @@ TEST_CASE("keep_private_dir keeps the private directory and what the run wrote t
   fs::remove_all(r.private_dir);
 }
 
+TEST_CASE("keep_private_dir in the allow-list view: the inputs are there, the writes kept") {
+  if (!features().mount_namespace) {
+    MESSAGE("no mount namespace: no allow-list view here");
+    return;
+  }
+  SandboxSpec spec = probe({"write-file", "result.txt"});
+  spec.keep_private_dir = true;
+  spec.visible_paths = std::vector<fs::path>{};
+  const SandboxResult r = convlab::grader::run_sandboxed(spec);
+  INFO(show(r));
+  CHECK(r.features.allow_list_view);
+  CHECK(r.outcome == Outcome::exited);
+  CHECK(r.stdout_text == "wrote\n");
+  CHECK(fs::exists(r.private_dir / "result.txt"));
+  fs::remove_all(r.private_dir);
+}
+
 TEST_CASE("a program that cannot be started is start_failed with the reason") {
   SandboxSpec spec;
   spec.argv = {"/nonexistent/convlab-program", "x"};
