@@ -11,6 +11,7 @@
 #include "grader/builder/build_detail.hpp"
 #include "grader/sandbox/sandbox.hpp"
 #include "reference/core/error.hpp"
+#include "reference/core/stopwatch.hpp"
 
 namespace convlab::grader {
 namespace fs = std::filesystem;
@@ -24,10 +25,6 @@ constexpr std::string_view kProject = "grader/builder/project";
 // Where CMake puts the team's objects, relative to the build folder.
 constexpr std::string_view kStudentObjects = "student/CMakeFiles/convlab_student.dir";
 constexpr std::string_view kHarnessObjects = "worker/CMakeFiles/convlab-team.dir";
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
 
 // "600 s", "0.5 s".
 std::string seconds_text(double s) {

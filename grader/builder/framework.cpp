@@ -14,6 +14,7 @@
 
 #include "grader/builder/build_detail.hpp"
 #include "reference/core/error.hpp"
+#include "reference/core/stopwatch.hpp"
 
 namespace convlab::grader::build_detail {
 namespace fs = std::filesystem;
@@ -108,10 +109,6 @@ class FileLock {
  private:
   int fd_ = -1;
 };
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
 
 // `nm -P` over `files` (empty output for none).
 std::string run_nm(const std::vector<std::string>& options, const std::vector<std::string>& files,

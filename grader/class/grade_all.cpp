@@ -21,6 +21,7 @@
 #include "reference/core/files.hpp"
 #include "reference/core/text.hpp"
 #include "reference/milestones/milestone.hpp"
+#include "reference/core/stopwatch.hpp"
 
 namespace convlab::grader {
 
@@ -35,10 +36,6 @@ volatile std::sig_atomic_t g_stop = 0;
 // strerror(EAGAIN): what a check reports when it cannot start a thread or process because the
 // sandbox user's process limit, which every sandbox of that user shares, was reached.
 constexpr const char* kOutOfProcesses = "Resource temporarily unavailable";
-
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
 
 }  // namespace
 

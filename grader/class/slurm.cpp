@@ -20,6 +20,7 @@
 #include "reference/core/files.hpp"
 #ifdef CONVLAB_HAVE_SQLITE
 #include "grader/class/ingest.hpp"
+#include "reference/core/stopwatch.hpp"
 #endif
 
 namespace convlab::grader {
@@ -38,10 +39,6 @@ constexpr const char* kScriptFile = "grade.sbatch";
 constexpr const char* kTaskFile = "task.json";
 // Looks at the queue that fail in a row before the follower gives up (the tasks go on).
 constexpr int kMaxQueueFailures = 30;
-
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
 
 // The convlab that runs the tasks: this executable, by its real path (the nodes see it there
 // when it lives on the shared file system).

@@ -52,9 +52,11 @@ void TimeCheck::run(Grading& g, PlannedCheck& p, CheckResult& c) const {
   if (ref.is_object()) c.reference_time_s = ref.value("op_time_s", 0.0);
   c.status = CheckStatus::passed;
   c.reason = "ok";
-  c.output = "Op Time " + fmt("%.6f", *c.op_time_s) + " s, the fastest of " +
-             std::to_string(c.op_time_runs_s.size()) + " timed runs (median " +
-             fmt("%.6f", *c.op_time_median_s) + " s)";
+  c.output = "Op Time " + fmt("%.6f", *c.op_time_s) + " s, ";
+  c.output += c.op_time_runs_s.size() == 1
+                  ? std::string("one timed run")
+                  : "the fastest of " + std::to_string(c.op_time_runs_s.size()) +
+                        " timed runs (median " + fmt("%.6f", *c.op_time_median_s) + " s)";
   if (c.reference_time_s && *c.reference_time_s > 0 && *c.op_time_s > 0) {
     const double speedup = *c.reference_time_s / *c.op_time_s;
     details["speedup"] = speedup;

@@ -20,6 +20,7 @@
 #include "grader/service/job_request.hpp"
 #include "reference/core/error.hpp"
 #include "reference/core/files.hpp"
+#include "reference/core/stopwatch.hpp"
 
 namespace convlab::service {
 namespace fs = std::filesystem;
@@ -40,10 +41,6 @@ constexpr int kMaxRefusals = 3;
 
 fs::path job_folder(const fs::path& work, std::int64_t id, int attempt) {
   return work / ("job-" + std::to_string(id) + "-" + std::to_string(attempt));
-}
-
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
 std::string trim(std::string s) {
