@@ -200,6 +200,7 @@ struct TeamSteps {
       return inside(r.work_dir, path) || inside(r.cache_dir, path);
     });
     team.uid = sandbox_uid(r.work_dir.string());
+    team.max_memory_bytes = r.memory_limit_bytes;
     team.visible = team_build_visible_paths(f.dir, f.system_include_dirs);
   }
   // Never 0 or less: the sandbox reads a wall limit of 0 as "none".

@@ -39,6 +39,8 @@ struct BuildRequest {
   std::filesystem::path work_dir;          ///< a fresh folder for this submission
   std::filesystem::path cache_dir;         ///< where the framework is built once and reused
   double time_limit_s = 600.0;             ///< wall clock of the submission's build
+  /// Memory limit of each process of the team's build (compiler, assembler, linker).
+  std::uint64_t memory_limit_bytes = 4ull << 30;
   bool cuda = true;                        ///< build the GPU parts
   /// Paths the submission's build may not read (hidden models, the data set): mounted over
   /// where the sandbox has a mount namespace. framework_root/reference/solutions is always

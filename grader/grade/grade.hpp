@@ -30,6 +30,8 @@ struct GradeOptions {
   std::optional<int> check_jobs;
   /// Wall-clock limit of each check, in seconds; default: the milestone's time_limit_s.
   std::optional<double> time_limit_s;
+  /// Memory limit of each process of the team's build, in MiB; default 4096.
+  std::optional<int> build_memory_mib;
   /// Where the pristine framework is built once and reused (default: $CONVLAB_CACHE, else
   /// $XDG_CACHE_HOME/convlab, else ~/.cache/convlab).
   std::optional<std::filesystem::path> cache;

@@ -89,6 +89,10 @@ void add_grade_command(CLI::App& app, int& exit_code) {
   CLI::Option* time_limit = cmd->add_option(
       "--time-limit", a->time_limit,
       "wall-clock limit of each check in seconds (default: the milestone's time_limit_s)");
+  cmd->add_option("--build-memory", a->options.build_memory_mib,
+                  "memory limit of each compiler, assembler or linker of the team's build, in "
+                  "MiB (default 4096)")
+      ->check(CLI::Range(256, 65536));
   cmd->add_option("--hide", a->hide,
                   "a path the checks may not read, besides the data set, --models, --db and the "
                   "staff solutions (repeatable)");

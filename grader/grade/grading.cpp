@@ -145,6 +145,10 @@ void Grading::validate_options() {
   if (opt_.time_limit_s && !(*opt_.time_limit_s >= 1.0 && *opt_.time_limit_s <= 86400.0)) {
     throw Error("--time-limit must be between 1 and 86400 seconds");
   }
+  if (opt_.build_memory_mib && (*opt_.build_memory_mib < 256 || *opt_.build_memory_mib > 65536)) {
+    throw Error("--build-memory must be between 256 and 65536 MiB, got " +
+                std::to_string(*opt_.build_memory_mib));
+  }
 }
 
 void Grading::load_plan() {
@@ -276,6 +280,9 @@ void Grading::build() {
   req.cache_dir = cache_;
   req.cuda = cuda_build_;
   req.hide_paths = hide_;
+  if (opt_.build_memory_mib) {
+    req.memory_limit_bytes = static_cast<std::uint64_t>(*opt_.build_memory_mib) << 20;
+  }
   req.time_limit_s = 0.0;  // the milestones' own limit (checks.json time_limit_s), not 600 s
   for (const MilestoneSpec& s : specs_) {
     req.time_limit_s = std::max(req.time_limit_s, s.milestone.time_limit_s);

@@ -121,8 +121,8 @@ std::vector<Account> load_roster(const fs::path& file) {
   const auto content = try_read_file(file);
   if (!content) throw Error("cannot read the roster " + file.string() + ": check the path");
   const std::string& text = *content;
-  const bool json = file.extension() == ".json" || trim(text).starts_with("{");
-  std::vector<Account> accounts = json ? read_json(file, text) : read_csv(file, text);
+  const bool is_json = file.extension() == ".json" || trim(text).starts_with("{");
+  std::vector<Account> accounts = is_json ? read_json(file, text) : read_csv(file, text);
   std::set<std::string> seen;
   for (const Account& a : accounts) {
     if (!seen.insert(a.name).second) {

@@ -48,12 +48,12 @@ std::string variants_text() {
 }
 
 void add_variants_command(CLI::App& app, int& exit_code) {
-  auto json = std::make_shared<bool>(false);
+  auto as_json = std::make_shared<bool>(false);
   CLI::App* cmd = app.add_subcommand(
       "variants", "List the convolution variants: milestone, device, file to edit, idea");
-  cmd->add_flag("--json", *json, "print a JSON list (one object per variant) instead of a table");
-  cmd->callback([json, &exit_code] {
-    if (*json) {
+  cmd->add_flag("--json", *as_json, "print a JSON list (one object per variant) instead of a table");
+  cmd->callback([as_json, &exit_code] {
+    if (*as_json) {
       std::cout << variants_json().dump(2) << "\n";
     } else {
       std::cout << variants_text();

@@ -261,6 +261,9 @@ TEST_CASE("bad input to the grader is an Error, never a grade") {
   o = s.options("m2");
   o.model_dirs = {s.root.path() / "no-models"};
   CHECK_THROWS_AS(test::grade(o), Error);
+  o = s.options("m2");
+  o.build_memory_mib = 100;
+  CHECK_THROWS_WITH_AS(test::grade(o), doctest::Contains("--build-memory"), Error);
 }
 
 #ifdef CONVLAB_HAVE_SQLITE
