@@ -19,9 +19,9 @@
 #include "grader/grade/grade.hpp"
 #include "reference/core/error.hpp"
 #include "reference/core/files.hpp"
+#include "reference/core/stopwatch.hpp"
 #include "reference/core/text.hpp"
 #include "reference/milestones/milestone.hpp"
-#include "reference/core/stopwatch.hpp"
 
 namespace convlab::grader {
 

@@ -15,6 +15,7 @@
 #include "grader/class/grade_all.hpp"
 #include "grader/class/slurm.hpp"
 #include "reference/core/error.hpp"
+#include "reference/core/stopwatch.hpp"
 
 namespace convlab::grader {
 
@@ -110,7 +111,7 @@ class Progress {
   }
   void draw() {
     if (!tty_ || total_ == 0) return;
-    const double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
+    const double elapsed = seconds_since(start_);
     std::ostringstream bar;
     constexpr int kWidth = 24;
     const int filled = done_ * kWidth / total_;

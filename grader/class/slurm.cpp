@@ -18,9 +18,9 @@
 #include "grader/class/grade_all_detail.hpp"
 #include "reference/core/error.hpp"
 #include "reference/core/files.hpp"
+#include "reference/core/stopwatch.hpp"
 #ifdef CONVLAB_HAVE_SQLITE
 #include "grader/class/ingest.hpp"
-#include "reference/core/stopwatch.hpp"
 #endif
 
 namespace convlab::grader {

@@ -20,6 +20,7 @@
 #include "reference/conv/variants.hpp"
 #include "reference/core/error.hpp"
 #include "reference/core/files.hpp"
+#include "reference/core/stopwatch.hpp"
 #include "reference/core/text.hpp"
 #include "reference/milestones/milestone.hpp"
 
@@ -381,7 +382,7 @@ CheckResult Grading::run_planned(std::size_t i) {
   }
   if (c.status != CheckStatus::passed) c.score = 0.0;
   if (c.wall_s == 0.0) {
-    c.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    c.wall_s = seconds_since(t0);
   }
   return c;
 }
@@ -581,8 +582,7 @@ void Grading::finish() {
   for (const fs::path& h : hide_) hidden.push_back(h.string());
   sandbox["hidden_paths"] = hidden;
   result_.sandbox_json = sandbox.dump();
-  result_.duration_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  result_.duration_s = seconds_since(start_);
 }
 
 GradeResult Grading::run() {

@@ -54,6 +54,7 @@
 #include "grader/worker/remote_conv.hpp"
 #include "reference/conv/variant_table.hpp"
 #include "reference/core/error.hpp"
+#include "reference/core/stopwatch.hpp"
 #include "reference/data/fashion_mnist.hpp"
 #include "reference/data/idx.hpp"
 #include "reference/model/model.hpp"
@@ -469,8 +470,7 @@ int main(int argc, char** argv) {
   }
   result["schema"] = grader::kCheckSchema;
   result["task"] = task;
-  result["wall_s"] =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result["wall_s"] = convlab::seconds_since(start);
   if (!write_all(fd, result.dump())) {
     std::cerr << "convlab-check: cannot write the result: " << std::strerror(errno) << std::endl;
     return 2;

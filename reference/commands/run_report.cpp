@@ -11,6 +11,7 @@
 #include "reference/conv/variant_table.hpp"
 #include "reference/core/error.hpp"
 #include "reference/core/format.hpp"
+#include "reference/core/stopwatch.hpp"
 
 namespace convlab {
 
@@ -331,8 +332,7 @@ void write_json(const RunPlan& plan, const RunResult& result, const json& profil
       {"gpu", result.gpu},
       {"runs", runs},
       {"profile", profile_report},
-      {"wall_time_s",
-       std::chrono::duration<double>(std::chrono::steady_clock::now() - plan.wall_start).count()}};
+      {"wall_time_s", seconds_since(plan.wall_start)}};
   std::ofstream f(*opt.json);
   if (!f) throw Error("cannot write the JSON report to " + opt.json->string());
   f << report.dump(2) << "\n";

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "grader/db/sqlite.hpp"
+#include "reference/core/stopwatch.hpp"
 #include "tests/grader/class/class_test_support.hpp"
 #include "tests/grader/class/slurm_cluster.hpp"
 #include "tests/support/test_support.hpp"
@@ -54,10 +55,6 @@ std::map<std::string, std::string> grades_in(const fs::path& db) {
     out[runs.text(1)] += row.str() + "\n";
   }
   return out;
-}
-
-double seconds(std::chrono::steady_clock::time_point since) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
 }
 
 }  // namespace
@@ -108,7 +105,7 @@ TEST_CASE("an m2 class graded through --slurm gives the database and summary of 
   int rc = run_command(convlab + " grade-all" + quoted(subs) + " --out" + quoted(local) + " --db" +
                            quoted(local_db) + " --jobs 2" + common,
                        &out_local);
-  const double local_s = seconds(t0);
+  const double local_s = convlab::seconds_since(t0);
   INFO("local grade-all:\n" << out_local);
   REQUIRE(rc == 0);
 
@@ -116,7 +113,7 @@ TEST_CASE("an m2 class graded through --slurm gives the database and summary of 
   rc = cluster.run(convlab + " grade-all" + quoted(subs) + " --out" + quoted(on_slurm) + " --db" +
                        quoted(slurm_db) + " --slurm --max-parallel 2 --slurm-poll 0.5" + common,
                    &out_slurm);
-  const double slurm_s = seconds(t0);
+  const double slurm_s = convlab::seconds_since(t0);
   INFO("grade-all --slurm:\n" << out_slurm);
   INFO("cluster logs:\n" << cluster.logs());
   REQUIRE(rc == 0);

@@ -18,6 +18,7 @@
 #include "datasets/synthetic.hpp"
 #include "grader/release/release.hpp"
 #include "reference/conv/variant_table.hpp"
+#include "reference/core/stopwatch.hpp"
 #include "tests/support/test_support.hpp"
 
 namespace fs = std::filesystem;
@@ -31,10 +32,6 @@ std::string quoted(const fs::path& p) {
   q += p.string();
   q += '\'';
   return q;
-}
-
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
 std::string read_text(const fs::path& file) {
@@ -124,7 +121,7 @@ TEST_CASE("the student release builds and its ctest passes, before and after a c
     const auto found = convlab::grader::find_definitions(read_text(e.path()), names);
     CHECK_MESSAGE(found.empty(), rel << ": " << (found.empty() ? "" : found.front()));
   }
-  std::cout << "release written and checked in " << seconds_since(start) << " s" << std::endl;
+  std::cout << "release written and checked in " << convlab::seconds_since(start) << " s" << std::endl;
 
   // Configure with this tree's preset and build all of it, as a team would. The same preset and
   // depth as this tree's build: ccache gives the kit this tree's objects for the files they share.
@@ -144,7 +141,7 @@ TEST_CASE("the student release builds and its ctest passes, before and after a c
   REQUIRE_MESSAGE(run_command(cmake + " --preset " + preset, &output) == 0, output);
   CHECK(output.find("reference/solutions") == std::string::npos);
   REQUIRE_MESSAGE(run_command(build, &output) == 0, output);
-  std::cout << "release configured and built in " << seconds_since(start) << " s" << std::endl;
+  std::cout << "release configured and built in " << convlab::seconds_since(start) << " s" << std::endl;
 
   // Its whole ctest passes with the stubs; test_stubs skips and says what to write.
   run_command(ctest, &output);
@@ -206,7 +203,7 @@ TEST_CASE("the student release builds and its ctest passes, before and after a c
     }
   }
   REQUIRE_MESSAGE(run_command(build, &output) == 0, output);
-  std::cout << "rebuilt with correct team code in " << seconds_since(start) << " s" << std::endl;
+  std::cout << "rebuilt with correct team code in " << convlab::seconds_since(start) << " s" << std::endl;
 
   run_command(ctest, &output);
   std::cout << "kit ctest with a correct m2: " << summary_line(output) << std::endl;
@@ -216,5 +213,5 @@ TEST_CASE("the student release builds and its ctest passes, before and after a c
 
   CHECK(run_command(convlab + " check m2 --seed 3", &output) == 0);
   CHECK_MESSAGE(output.find("every output right on 8 shapes") != std::string::npos, output);
-  std::cout << "release test done in " << seconds_since(start) << " s" << std::endl;
+  std::cout << "release test done in " << convlab::seconds_since(start) << " s" << std::endl;
 }
