@@ -5,18 +5,13 @@
 
 #include "grader/class/child_process.hpp"
 #include "reference/core/error.hpp"
+#include "reference/core/text.hpp"
 
 namespace convlab::grader {
 
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string trim(std::string s) {
-  s.erase(0, s.find_first_not_of(" \t\r\n"));
-  s.erase(s.find_last_not_of(" \t\r\n") + 1);
-  return s;
-}
 
 bool all_digits(const std::string& s) {
   return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;

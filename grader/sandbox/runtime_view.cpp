@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "reference/core/error.hpp"
+#include "reference/core/text.hpp"
 
 namespace convlab::grader {
 
@@ -95,12 +96,6 @@ bool is_digit(char c) {
 bool is_file(const fs::path& p) {
   std::error_code ec;
   return fs::is_regular_file(p, ec);  // follows links
-}
-
-std::string trim(const std::string& s) {
-  const std::size_t a = s.find_first_not_of(" \t\r\n");
-  if (a == std::string::npos) return "";
-  return s.substr(a, s.find_last_not_of(" \t\r\n") - a + 1);
 }
 
 }  // namespace

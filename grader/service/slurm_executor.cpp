@@ -21,6 +21,7 @@
 #include "reference/core/error.hpp"
 #include "reference/core/files.hpp"
 #include "reference/core/stopwatch.hpp"
+#include "reference/core/text.hpp"
 
 namespace convlab::service {
 namespace fs = std::filesystem;
@@ -41,12 +42,6 @@ constexpr int kMaxRefusals = 3;
 
 fs::path job_folder(const fs::path& work, std::int64_t id, int attempt) {
   return work / ("job-" + std::to_string(id) + "-" + std::to_string(attempt));
-}
-
-std::string trim(std::string s) {
-  s.erase(0, s.find_first_not_of(" \t\r\n"));
-  s.erase(s.find_last_not_of(" \t\r\n") + 1);
-  return s;
 }
 
 // A line of the service's in a job's output; `apart`: after an empty line, as a job's end.

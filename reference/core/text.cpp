@@ -123,4 +123,11 @@ std::string escape_control_chars(std::string_view text, bool keep_newlines) {
   return out;
 }
 
+std::string trim(std::string_view text) {
+  constexpr std::string_view kSpace = " \t\r\n";
+  const std::size_t first = text.find_first_not_of(kSpace);
+  if (first == std::string_view::npos) return "";
+  return std::string(text.substr(first, text.find_last_not_of(kSpace) - first + 1));
+}
+
 }  // namespace convlab

@@ -1,6 +1,6 @@
 /// @file
-/// @brief Text that is safe to print and store: names a user chose (team names) without
-/// terminal control characters.
+/// @brief Text that is safe to print and store (names a user chose, without terminal control
+/// characters), and lines trimmed of the spaces around them.
 #pragma once
 
 #include <string>
@@ -19,5 +19,9 @@ std::string strip_control_chars(std::string_view text);
 /// and drives no terminal. `keep_newlines`: newline and tab stay as they are (multi-line
 /// output).
 std::string escape_control_chars(std::string_view text, bool keep_newlines = false);
+
+/// `text` without the spaces, tabs, carriage returns and newlines at either end (a line a
+/// tool printed, a field of a file).
+std::string trim(std::string_view text);
 
 }  // namespace convlab

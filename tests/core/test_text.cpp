@@ -55,3 +55,13 @@ TEST_CASE("escape_control_chars shows every control byte and keeps the text") {
   CHECK(escape_control_chars("c1 \xc2\x9b del \x7f bad \xff") ==
         "c1 \\xc2\\x9b del \\x7f bad \\xff");
 }
+
+TEST_CASE("trim drops spaces, tabs, CR and LF at the ends only") {
+  using convlab::trim;
+  CHECK(trim("  12345 \t\r\n") == "12345");
+  CHECK(trim("a b") == "a b");
+  CHECK(trim("\n x\ty \r") == "x\ty");
+  CHECK(trim(" \t\r\n").empty());
+  CHECK(trim("").empty());
+  CHECK(trim("\vv\f") == "\vv\f");  // only the four
+}
