@@ -18,9 +18,9 @@ void TimeCheck::run(Grading& g, PlannedCheck& p, CheckResult& c) const {
   const std::string key = p.check.milestone + "/" + p.check.variant;
   auto it = g.timed_runs().find(key);
   if (it == g.timed_runs().end()) {
-    // The network check did not run (--only): time the default check here.
+    // The network check did not run (--only): count and time the default check here.
     CheckResult scratch = c;
-    const WorkerOutcome w = g.run_network(p, p.check.id, true);
+    const WorkerOutcome w = g.run_network(p, p.check.id, NetworkPasses::count_and_timed);
     std::optional<Failure> f = g.failure_of(w, p, false);
     if (!f) f = judge_predictions(g, w, p, scratch, network_advice(g, p));
     c.correct = scratch.correct;
@@ -30,7 +30,7 @@ void TimeCheck::run(Grading& g, PlannedCheck& p, CheckResult& c) const {
   c.wall_s = w.run.wall_s;
   if (f) {
     apply_failure(*f, c);
-    c.output = "No time: the timed run did not pass its correctness check.\n" + f->output;
+    c.output = "No time: the ranked network check did not pass.\n" + f->output;
     return;
   }
   if (auto v = judge_verification(*w.doc, p)) {

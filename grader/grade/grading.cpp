@@ -354,7 +354,26 @@ void Grading::run_one(PlannedCheck& p, CheckResult& c) {
   kind.run(*this, p, c);
 }
 
-// One planned check, whatever happens in it: a check's failure never stops the grade.
+// Runs `body`, which fills `c`, whatever happens in it: a check's failure never stops the grade.
+template <typename Body>
+void guarded(CheckResult& c, Body body) {
+  try {
+    body();
+  } catch (const json::exception& e) {
+    // Only the team's code, running in the harness's process, can make its result malformed.
+    c.status = CheckStatus::failed;
+    c.reason = "no_result";
+    c.output = std::string("The harness's result was malformed (") + e.what() +
+               "). Your code must not write to file descriptor 3.";
+  } catch (const std::exception& e) {
+    c.status = CheckStatus::failed;
+    c.reason = "grader_error";
+    c.output = std::string("The grader could not run this check: ") + e.what() +
+               "\nThis is not necessarily your code's fault: tell the course staff.";
+  }
+  if (c.status != CheckStatus::passed) c.score = 0.0;
+}
+
 CheckResult Grading::run_planned(std::size_t i) {
   PlannedCheck& p = plan_[i];
   CheckResult c = p.check;
@@ -363,28 +382,13 @@ CheckResult Grading::run_planned(std::size_t i) {
   c.score = 0.0;
   if (c.details_json.empty()) c.details_json = "{}";
   const auto t0 = std::chrono::steady_clock::now();
-  try {
-    run_one(p, c);
-  } catch (const json::exception& e) {
-    // Only the team's code, running in the harness's process, can make its result malformed.
-    c.status = CheckStatus::failed;
-    c.reason = "no_result";
-    c.score = 0.0;
-    c.output = std::string("The harness's result was malformed (") + e.what() +
-               "). Your code must not write to file descriptor 3.";
-  } catch (const std::exception& e) {
-    // The grader never fails because of a submission: this check fails instead.
-    c.status = CheckStatus::failed;
-    c.reason = "grader_error";
-    c.score = 0.0;
-    c.output = std::string("The grader could not run this check: ") + e.what() +
-               "\nThis is not necessarily your code's fault: tell the course staff.";
-  }
-  if (c.status != CheckStatus::passed) c.score = 0.0;
-  if (c.wall_s == 0.0) {
-    c.wall_s = seconds_since(t0);
-  }
+  guarded(c, [&] { run_one(p, c); });
+  if (c.wall_s == 0.0) c.wall_s = seconds_since(t0);
   return c;
+}
+
+void Grading::timed_stage(std::size_t i, CheckResult& c) {
+  guarded(c, [&] { time_network(*this, plan_[i], c); });
 }
 
 void Grading::report_check(std::size_t i, const CheckResult& c) const {
@@ -398,11 +402,9 @@ void Grading::report_check(std::size_t i, const CheckResult& c) const {
       fmt(", %.1f s", c.wall_s));
 }
 
-// The ranked time is taken with nothing else of the grade running: timed network runs and the
-// time checks that read them.
-bool Grading::runs_alone(const PlannedCheck& p) const {
-  return p.timed || p.check.kind == "time";
-}
+// The time checks run after every other check, alone; so do the timed passes of the network
+// checks they read (timed_stage).
+bool Grading::runs_alone(const PlannedCheck& p) const { return p.check.kind == "time"; }
 
 int Grading::check_jobs() const {
   if (opt_.check_jobs) return *opt_.check_jobs;
@@ -423,25 +425,20 @@ void Grading::run_checks() {
       }
     }
   }
-  // 1. The timed checks, in order, alone.
-  std::vector<std::size_t> rest;
-  for (std::size_t i = 0; i < n; ++i) {
-    if (!runs_alone(plan_[i])) {
-      rest.push_back(i);
-      continue;
-    }
-    done[i] = run_planned(i);
-    report_check(i, *done[i]);
-  }
-  // 2. The others, several at once. Sharing the machine must never cost a team points: a check
-  // that ran out of time or GPU memory beside others runs again alone, and that run counts.
+  // 1. Every check but the time checks, several at once: a timed network check makes its count
+  // here. Sharing the machine must never cost a team points: a check that ran out of time or
+  // GPU memory beside others runs again alone, and that run counts.
+  std::vector<std::size_t> rest, alone;
+  for (std::size_t i = 0; i < n; ++i) (runs_alone(plan_[i]) ? alone : rest).push_back(i);
+  const auto finished = [&](std::size_t i, CheckResult c) {
+    // A timed network check is reported once its timed passes have run (step 2).
+    if (!plan_[i].timed) report_check(i, c);
+    done[i] = std::move(c);
+  };
   const int jobs = std::min<int>(check_jobs(), static_cast<int>(rest.size()));
   std::vector<std::size_t> again;
   if (jobs <= 1) {
-    for (const std::size_t i : rest) {
-      done[i] = run_planned(i);
-      report_check(i, *done[i]);
-    }
+    for (const std::size_t i : rest) finished(i, run_planned(i));
   } else {
     std::atomic<std::size_t> next{0};
     std::mutex again_mutex;
@@ -451,13 +448,12 @@ void Grading::run_checks() {
         for (std::size_t k = next++; k < rest.size(); k = next++) {
           const std::size_t i = rest[k];
           CheckResult c = run_planned(i);
+          const std::lock_guard lock(again_mutex);
           if (c.reason == "timeout" || c.reason == "gpu_memory") {
-            const std::lock_guard lock(again_mutex);
             again.push_back(i);
             continue;
           }
-          report_check(i, c);
-          done[i] = std::move(c);
+          finished(i, std::move(c));
         }
       });
     }
@@ -467,9 +463,19 @@ void Grading::run_checks() {
       say("  " + plan_[i].check.id +
           ": ran out of time or GPU memory beside other checks; "
           "running it again alone");
-      done[i] = run_planned(i);
-      report_check(i, *done[i]);
+      finished(i, run_planned(i));
     }
+  }
+  // 2. The ranked time, with nothing else of the grade running: the timed passes of each timed
+  // network check whose count passed, then the time checks that read them, in order.
+  for (const std::size_t i : rest) {
+    if (!plan_[i].timed) continue;
+    timed_stage(i, *done[i]);
+    report_check(i, *done[i]);
+  }
+  for (const std::size_t i : alone) {
+    done[i] = run_planned(i);
+    report_check(i, *done[i]);
   }
   for (std::optional<CheckResult>& c : done) result_.checks.push_back(std::move(*c));
 }

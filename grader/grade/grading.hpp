@@ -46,6 +46,10 @@ struct WorkerOutcome {
 
 class Grading;
 
+/// The passes of one network run: the count (the test images in order), the timed passes
+/// (fresh inputs, every call verified, then the reference), or both in one run.
+enum class NetworkPasses { count, timed, count_and_timed };
+
 /// One kind of check. Each kind lives in its own file and is listed once in check_kinds.cpp;
 /// the orchestrator (grading.cpp) runs every planned check through its kind.
 class CheckKind {
@@ -97,9 +101,14 @@ void take_op_times(const nlohmann::json& doc, CheckResult& c);
 std::optional<Failure> judge_predictions(Grading& g, const WorkerOutcome& w, const PlannedCheck& p,
                                          CheckResult& c, const std::string& advice);
 
-/// Runs a network check and judges its count (and, when timed, every timed call); keeps the
-/// timed run for the time check (check_network.cpp).
+/// Runs a network check's count and judges it (check_network.cpp). A timed check's failed
+/// count is kept for the time check; its timed passes run later, alone (time_network).
 void run_counted_network(Grading& g, PlannedCheck& p, CheckResult& c, const std::string& advice);
+
+/// The timed passes of timed network check `p`, whose count gave `c`: run alone, after every
+/// check that may share the machine, and only when the count passed. A wrong timed call fails
+/// `c`; the run is kept for the time check (check_network.cpp).
+void time_network(Grading& g, PlannedCheck& p, CheckResult& c);
 
 /// The state of one grade, shared by the orchestrator, the harness and the check kinds.
 class Grading {
@@ -131,8 +140,9 @@ class Grading {
                                     bool sanitizer) const;
   /// Why a GPU check cannot run here (probed once), if it cannot.
   std::optional<Failure> gpu_unavailable(const PlannedCheck& p);
-  /// The network run of `p`: the count, then (timed) the timed passes and the reference.
-  WorkerOutcome run_network(const PlannedCheck& p, const std::string& log_id, bool timed);
+  /// The network run of `p` with `passes`; the timed passes use the referee's clock and fresh
+  /// inputs from this grade's seed, and the reference follows them.
+  WorkerOutcome run_network(const PlannedCheck& p, const std::string& log_id, NetworkPasses passes);
   /// `convlab run ...` for `p` on `images` images, as a student types it.
   std::string run_command(const PlannedCheck& p, std::int64_t images) const;
   /// How to debug a crash of `p` yourself.
@@ -171,6 +181,7 @@ class Grading {
   void run_checks();
   void run_one(PlannedCheck& p, CheckResult& c);
   CheckResult run_planned(std::size_t i);
+  void timed_stage(std::size_t i, CheckResult& c);
   void report_check(std::size_t i, const CheckResult& c) const;
   bool runs_alone(const PlannedCheck& p) const;
   int check_jobs() const;

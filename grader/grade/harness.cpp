@@ -577,9 +577,8 @@ std::optional<Failure> Grading::gpu_unavailable(const PlannedCheck& p) {
                  CheckStatus::skipped};
 }
 
-WorkerOutcome Grading::run_network(const PlannedCheck& p, const std::string& log_id, bool timed) {
-  // The count: one pass on the real images. Timed: then warm-up and timed passes on fresh
-  // inputs (noise from a seed of this grade), every call checked, the referee's clock.
+WorkerOutcome Grading::run_network(const PlannedCheck& p, const std::string& log_id,
+                                   NetworkPasses passes) {
   std::vector<std::string> args = {"network",
                                    "--model",
                                    p.model_file.string(),
@@ -587,11 +586,12 @@ WorkerOutcome Grading::run_network(const PlannedCheck& p, const std::string& log
                                    images_file(p.check.images).string(),
                                    "--variant",
                                    p.check.variant};
-  if (timed) {
+  if (passes != NetworkPasses::count) {
     const int runs = opt_.runs.value_or(p.spec->timed_runs);
     args.insert(args.end(), {"--runs", std::to_string(runs), "--reference", "--noise-seed",
                              std::to_string(result_.seed ^ kNoiseSeedSalt)});
   }
+  if (passes == NetworkPasses::timed) args.emplace_back("--timed-only");
   return run_worker(log_id, args, time_limit(p), {}, true, p.check.hidden);
 }
 

@@ -10,10 +10,11 @@
 //   convlab-check info
 //       the GPU (name, drivers), or status no_gpu
 //   convlab-check network --model FILE --images FILE --variant NAME [--runs N]
-//                         [--warmup N] [--reference] [--noise-seed S] [--staged]
+//                         [--warmup N] [--reference] [--noise-seed S] [--staged] [--timed-only]
 //       one pass of the network over the images (gzipped IDX, [N][rows][cols] bytes) with the
 //       team's convolution: its predictions, in the file's order (the grader counts them
-//       against the labels). Then --warmup untimed and --runs timed passes on fresh inputs:
+//       against the labels); --timed-only skips it (the grader counted in a run of its own, beside
+//       other checks). Then --warmup untimed and --runs timed passes on fresh inputs:
 //       the images rotated and under fresh pixel noise drawn from --noise-seed (a seed the
 //       grader draws when the grade starts), so no call sees an input seen before; every
 //       timed call's output is compared with the library convolution (CPU) or cuDNN (GPU) on
@@ -83,6 +84,7 @@ struct Args {
   int warmup = -1;  // -1: one on the GPU, none on the CPU (as `convlab run`)
   bool reference = false;
   bool staged = false;
+  bool timed_only = false;
   std::optional<std::uint64_t> seed, noise_seed;
   std::vector<ConvShape> shapes;
 };
@@ -126,6 +128,8 @@ Args parse_args(int argc, char** argv) {
       a.reference = true;
     } else if (flag == "--staged") {
       a.staged = true;
+    } else if (flag == "--timed-only") {
+      a.timed_only = true;
     } else if (flag == "--seed") {
       a.seed = parse_number<std::uint64_t>(flag, value(), 0, kMax64);
     } else if (flag == "--noise-seed") {
@@ -148,6 +152,7 @@ Args parse_args(int argc, char** argv) {
     need(!a.images.empty(), "--images");
     need(!a.variant.empty(), "--variant");
     need(a.runs == 0 || a.noise_seed.has_value(), "--noise-seed for timed runs");
+    need(!a.timed_only || (a.runs > 0 && !a.staged), "--runs and no --staged with --timed-only");
   } else if (a.task == "elementwise") {
     need(!a.variant.empty(), "--variant");
     need(a.seed.has_value(), "--seed");
@@ -296,10 +301,11 @@ convlab::data::Dataset read_images(const std::string& path) {
 }
 
 // Warm-up and timed passes on fresh inputs, every timed call verified; then, with
-// --reference, the same inputs through the library once the team's run is over.
+// --reference, the same inputs through the library once the team's run is over (cuDNN fused
+// exactly when the team's run was, as `convlab run` does).
 void timed_passes(const Args& a, const convlab::Model& model, const convlab::data::Dataset& images,
                   int warmup, grader::RemoteConv& team, const convlab::NetworkRunner& team_runner,
-                  const convlab::NetworkRunner& library, json& out) {
+                  convlab::Device device, json& out) {
   // Only the conv layers' times are read from these passes: the layers after the last conv
   // (the largest tanh, the fully-connected layers) would cost as much as the team's call.
   convlab::TimingOptions own_clock{0, 1};
@@ -311,15 +317,19 @@ void timed_passes(const Args& a, const convlab::Model& model, const convlab::dat
     inputs.push_back(noisy_pass_input(images, model.input_scale, *a.noise_seed, pass));
   }
   std::vector<convlab::NetworkRun> team_runs, library_runs;
+  bool fused = false;
   for (int pass = 0; pass < warmup + a.runs; ++pass) {
     team.set_verify(pass >= warmup);
     convlab::NetworkRun r = team_runner(inputs[static_cast<std::size_t>(pass)], team_clock);
+    if (pass == 0) fused = convlab::any_fused(r);
     if (pass >= warmup) team_runs.push_back(std::move(r));
   }
   team.set_verify(false);
   if (a.reference) {
     team.quit();
     wait_for_team_gone();
+    const convlab::NetworkRunner library =
+        convlab::library_runner(model, device, convlab::Precision::fp32, fused);
     for (int pass = 0; pass < warmup + a.runs; ++pass) {
       convlab::NetworkRun ref = library(inputs[static_cast<std::size_t>(pass)], own_clock);
       if (pass >= warmup) library_runs.push_back(std::move(ref));
@@ -348,7 +358,6 @@ convlab::NetworkRunner team_runner(const convlab::Model& model, grader::RemoteCo
 json task_network(const Args& a) {
   const convlab::Model model = convlab::load_model(a.model);
   const convlab::data::Dataset images = read_images(a.images);
-  const convlab::Tensor input = images.images(images.count, model.input_scale);
 
   const convlab::Device device = convlab::find_variant(a.variant).device;
   const bool gpu = device == convlab::Device::gpu;
@@ -361,9 +370,12 @@ json task_network(const Args& a) {
   const convlab::NetworkRunner runner = team_runner(model, team, a.variant, gpu);
 
   // The count: one pass on the real images, in the file's order.
-  const convlab::NetworkRun count = runner(input, referee_clock(team));
   json passes = json::array();
-  passes.push_back({{"offset", 0}, {"predictions", convlab::predictions(count.output)}});
+  if (!a.timed_only) {
+    const convlab::NetworkRun count =
+        runner(images.images(images.count, model.input_scale), referee_clock(team));
+    passes.push_back({{"offset", 0}, {"predictions", convlab::predictions(count.output)}});
+  }
   out["passes"] = passes;
   out["warmup_passes"] = 0;
   out["timing"] = nullptr;
@@ -371,10 +383,7 @@ json task_network(const Args& a) {
   out["verification"] = nullptr;
   if (a.runs == 0 || a.staged) return out;
 
-  // As `convlab run`: cuDNN fused exactly when the team's run was.
-  const convlab::NetworkRunner library =
-      convlab::library_runner(model, device, convlab::Precision::fp32, convlab::any_fused(count));
-  timed_passes(a, model, images, warmup, team, runner, library, out);
+  timed_passes(a, model, images, warmup, team, runner, device, out);
   if (a.reference) out["reference"]["name"] = gpu ? "cudnn" : "cpu_reference";
   return out;
 }
