@@ -27,15 +27,18 @@ if(CONVLAB_CUDA)
 endif()
 
 # Code whose time goes to processes, files and the network rather than to loops (the grader's
-# planning and reports, the service, the command-line front ends, the tests' own code) builds
-# at -O1: a third less compile time, no run time that matters. The convolutions, layers,
-# network, sandbox and referee keep the build type's level. Called in a folder's
-# CMakeLists.txt before its targets, it covers the folder and those it adds; with SOURCES,
-# those files only.
+# planning and reports, the service, the command-line front ends) builds at -O1: a third less
+# compile time, no run time that matters. The convolutions, layers, network, sandbox and
+# referee keep the build type's level. Called in a folder's CMakeLists.txt before its targets,
+# it covers the folder and those it adds; with SOURCES, those files only; LEVEL -O0 for code
+# that only drives other programs and libraries (the tests' own code).
 function(convlab_light_optimisation)
-  cmake_parse_arguments(L "" "" "SOURCES" ${ARGN})
+  cmake_parse_arguments(L "" "LEVEL" "SOURCES" ${ARGN})
+  if(NOT L_LEVEL)
+    set(L_LEVEL -O1)
+  endif()
   set(optimised $<OR:$<CONFIG:Release>,$<CONFIG:RelWithDebInfo>>)
-  set(level $<$<AND:$<COMPILE_LANGUAGE:CXX>,${optimised}>:-O1>)
+  set(level $<$<AND:$<COMPILE_LANGUAGE:CXX>,${optimised}>:${L_LEVEL}>)
   if(L_SOURCES)
     set_source_files_properties(${L_SOURCES} PROPERTIES COMPILE_OPTIONS "${level}")
   else()
