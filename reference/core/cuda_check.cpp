@@ -34,7 +34,9 @@ bool cuda_device_available(std::string* reason) {
 
 DeviceBuffer::DeviceBuffer(std::int64_t count) : count_(count) {
   if (count > 0) {
-    CUDA_CHECK(cudaMalloc(&data_, static_cast<std::size_t>(count) * sizeof(float)));
+    void* data = nullptr;
+    CUDA_CHECK(cudaMalloc(&data, static_cast<std::size_t>(count) * sizeof(float)));
+    data_ = static_cast<float*>(data);
   }
 }
 
