@@ -105,7 +105,7 @@ void run_counted_network(Grading& g, PlannedCheck& p, CheckResult& c, const std:
   std::optional<Failure> f = g.failure_of(w, p, false);
   if (!f) f = judge_predictions(g, w, p, c, advice);
   if (f) {
-    if (p.timed) g.timed_runs()[p.check.milestone + "/" + p.check.variant] = {w, f};
+    if (p.timed) g.timed_runs()[timed_run_key(p)] = {w, f};
     apply_failure(*f, c);
     return;
   }
@@ -125,10 +125,9 @@ void time_network(Grading& g, PlannedCheck& p, CheckResult& c) {
   std::optional<Failure> f = g.failure_of(w, p, false);
   // The timed passes belong to the check: a wrong timed call fails it, whatever the count.
   if (!f) f = judge_verification(*w.doc, p);
-  g.timed_runs()[p.check.milestone + "/" + p.check.variant] = {w, f};
+  g.timed_runs()[timed_run_key(p)] = {w, f};
   if (f) {
     apply_failure(*f, c);
-    c.score = 0.0;
     return;
   }
   take_op_times(*w.doc, c);

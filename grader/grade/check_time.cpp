@@ -15,7 +15,7 @@ class TimeCheck final : public CheckKind {
 };
 
 void TimeCheck::run(Grading& g, PlannedCheck& p, CheckResult& c) const {
-  const std::string key = p.check.milestone + "/" + p.check.variant;
+  const std::string key = timed_run_key(p);
   auto it = g.timed_runs().find(key);
   if (it == g.timed_runs().end()) {
     // The network check did not run (--only): count and time the default check here.

@@ -366,6 +366,7 @@ void guarded(CheckResult& c, Body body) {
     c.output = std::string("The harness's result was malformed (") + e.what() +
                "). Your code must not write to file descriptor 3.";
   } catch (const std::exception& e) {
+    // The grader never fails because of a submission: this check fails instead.
     c.status = CheckStatus::failed;
     c.reason = "grader_error";
     c.output = std::string("The grader could not run this check: ") + e.what() +
@@ -448,8 +449,8 @@ void Grading::run_checks() {
         for (std::size_t k = next++; k < rest.size(); k = next++) {
           const std::size_t i = rest[k];
           CheckResult c = run_planned(i);
-          const std::lock_guard lock(again_mutex);
           if (c.reason == "timeout" || c.reason == "gpu_memory") {
+            const std::lock_guard lock(again_mutex);
             again.push_back(i);
             continue;
           }

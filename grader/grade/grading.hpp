@@ -105,9 +105,14 @@ std::optional<Failure> judge_predictions(Grading& g, const WorkerOutcome& w, con
 /// count is kept for the time check; its timed passes run later, alone (time_network).
 void run_counted_network(Grading& g, PlannedCheck& p, CheckResult& c, const std::string& advice);
 
+/// The key of `p`'s timed run in Grading::timed_runs(): its milestone and variant.
+inline std::string timed_run_key(const PlannedCheck& p) {
+  return p.check.milestone + "/" + p.check.variant;
+}
+
 /// The timed passes of timed network check `p`, whose count gave `c`: run alone, after every
 /// check that may share the machine, and only when the count passed. A wrong timed call fails
-/// `c`; the run is kept for the time check (check_network.cpp).
+/// `c` (the caller zeroes its score); the run is kept for the time check (check_network.cpp).
 void time_network(Grading& g, PlannedCheck& p, CheckResult& c);
 
 /// The state of one grade, shared by the orchestrator, the harness and the check kinds.
