@@ -21,6 +21,8 @@
 #include "reference/core/cuda_check.hpp"
 #endif
 
+namespace test_bench_cli {
+
 namespace {
 
 struct Result {
@@ -244,3 +246,5 @@ TEST_CASE("docs/perf's pages and plots are the ones their reports give") {
     CHECK(page.find("| best | fp32 |") != std::string::npos);
   }
 }
+
+}  // namespace test_bench_cli

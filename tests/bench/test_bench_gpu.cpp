@@ -21,6 +21,8 @@
 #include "reference/core/error.hpp"
 #include "tests/support/test_support.hpp"
 
+namespace test_bench_gpu {
+
 namespace {
 
 using convlab::ConvShape;
@@ -278,3 +280,5 @@ TEST_CASE("bench refuses a variant that takes host memory, naming convlab run") 
   }
   CHECK(host_variants > 0);
 }
+
+}  // namespace test_bench_gpu

@@ -8,6 +8,8 @@
 #include "reference/core/error.hpp"
 #include "tests/bench/sample_report.hpp"
 
+namespace test_bench_markdown {
+
 namespace {
 
 using convlab::BenchJson;
@@ -87,3 +89,5 @@ TEST_CASE("text that is not a bench report is refused, naming where it came from
                        doctest::Contains("b.json: not a bench report this convlab can read"),
                        convlab::Error);
 }
+
+}  // namespace test_bench_markdown

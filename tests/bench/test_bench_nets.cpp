@@ -18,6 +18,8 @@
 #include "tests/bench/sample_report.hpp"
 #include "tests/support/test_support.hpp"
 
+namespace test_bench_nets {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -365,3 +367,5 @@ TEST_CASE("the report on a GPU outside the roofline's table: no bound, the rest 
   CHECK(j.at("layers").at(0).at("roofline").at("bounds").empty());
   CHECK(!j.at("layers").at(0).at("variants").at(0).contains("percent_of_bound"));
 }
+
+}  // namespace test_bench_nets

@@ -9,6 +9,8 @@
 #include "reference/bench/roofline.hpp"
 #include "reference/core/error.hpp"
 
+namespace test_roofline {
+
 using namespace convlab;
 
 namespace {
@@ -112,3 +114,5 @@ TEST_CASE("the bound: the larger of the compute and memory times") {
   CHECK_THROWS_AS(roofline_bound(layer, 0.0, 1e12), Error);
   CHECK_THROWS_AS(roofline_bound(layer, 1e12, 0.0), Error);
 }
+
+}  // namespace test_roofline

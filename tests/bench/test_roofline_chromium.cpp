@@ -14,6 +14,8 @@
 #include "tests/support/browser.hpp"
 #include "tests/support/test_support.hpp"
 
+namespace test_roofline_chromium {
+
 using namespace convlab;
 namespace fs = std::filesystem;
 
@@ -53,3 +55,5 @@ TEST_CASE("the roofline plot renders in headless Chromium") {
   CHECK(shot.count(0x1F2328, 40) > 300);
   MESSAGE("screenshot: " << png.string());
 }
+
+}  // namespace test_roofline_chromium

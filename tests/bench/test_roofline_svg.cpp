@@ -13,6 +13,8 @@
 #include "tests/bench/sample_report.hpp"
 #include "tests/support/test_support.hpp"
 
+namespace test_roofline_svg {
+
 using namespace convlab;
 
 namespace {
@@ -131,3 +133,5 @@ TEST_CASE("reports the plot cannot draw: one clear error naming the file") {
   }
   CHECK(error_of({sample_json(nothing)}).find("nothing to plot: no layer of two-conv") == 0);
 }
+
+}  // namespace test_roofline_svg

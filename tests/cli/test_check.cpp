@@ -13,6 +13,8 @@
 #include "reference/conv/student_api.hpp"
 #include "reference/core/error.hpp"
 
+namespace test_check {
+
 using namespace convlab;
 
 namespace {
@@ -138,3 +140,5 @@ TEST_CASE("a stub is the stub's message, not a comparison") {
   CHECK_THROWS_WITH_AS(check_fn(&stub), doctest::Contains("student/m2/conv_cpu.cpp"),
                        NotImplemented);
 }
+
+}  // namespace test_check

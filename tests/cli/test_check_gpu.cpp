@@ -8,6 +8,8 @@
 #include "reference/conv/variants.hpp"
 #include "tests/support/test_support.hpp"
 
+namespace test_check_gpu {
+
 using namespace convlab;
 
 namespace {
@@ -44,3 +46,5 @@ TEST_CASE("convlab check m3 and every final variant") {
     CHECK(r.output.find("needs a CUDA GPU") == std::string::npos);
   }
 }
+
+}  // namespace test_check_gpu

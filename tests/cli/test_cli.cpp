@@ -18,6 +18,8 @@
 #include "reference/core/cuda_check.hpp"
 #endif
 
+namespace test_cli {
+
 using namespace convlab;
 namespace fs = std::filesystem;
 
@@ -307,3 +309,5 @@ TEST_CASE("the original figures at 10000 images: m2 0.8562 and 0.629, m1 on the 
     CHECK(r.output.substr(r.output.size() - last_line.size()) == last_line);
   }
 }
+
+}  // namespace test_cli

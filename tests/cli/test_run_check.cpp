@@ -14,6 +14,8 @@
 #include "reference/core/error.hpp"
 #include "tests/support/test_support.hpp"
 
+namespace test_run_check {
+
 using namespace convlab;
 
 namespace {
@@ -182,3 +184,5 @@ TEST_CASE("a stub still gives its own message, not a wrong-output report") {
     CHECK(has(e.what(), "student/m2/conv_cpu.cpp"));
   }
 }
+
+}  // namespace test_run_check

@@ -10,6 +10,8 @@
 #include "tests/support/code_under_test.hpp"
 #include "tests/support/test_support.hpp"
 
+namespace test_cpu_conv {
+
 using namespace convlab;
 
 TEST_CASE("the m2 convolution matches the reference on awkward shapes") {
@@ -30,3 +32,5 @@ TEST_CASE("the m2 convolution matches the reference on awkward shapes") {
     CHECK_MESSAGE(cmp.ok, cmp.report);
   }
 }
+
+}  // namespace test_cpu_conv

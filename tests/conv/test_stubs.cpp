@@ -12,6 +12,8 @@
 #include "reference/core/error.hpp"
 #include "tests/support/test_support.hpp"
 
+namespace test_stubs {
+
 using namespace convlab;
 
 TEST_CASE("m2: the stub names student/m2/conv_cpu.cpp and its handout, or the code is right") {
@@ -36,3 +38,5 @@ TEST_CASE("m2: the stub names student/m2/conv_cpu.cpp and its handout, or the co
                           s.to_string() + " (run convlab check m2):\n" + cmp.report;
   CHECK_MESSAGE(cmp.ok, why);
 }
+
+}  // namespace test_stubs

@@ -19,6 +19,8 @@
 #include "reference/milestones/milestone.hpp"
 #include "tests/support/test_support.hpp"
 
+namespace test_variant_registry {
+
 using namespace convlab;
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -281,3 +283,5 @@ TEST_CASE("no source, script, build file or test names a variant outside its dec
                 "file with a reason in this test:\n"
                     << found);
 }
+
+}  // namespace test_variant_registry

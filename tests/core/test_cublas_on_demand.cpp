@@ -8,6 +8,8 @@
 
 #include "tests/support/test_support.hpp"
 
+namespace test_cublas_on_demand {
+
 TEST_CASE("neither convlab nor the referee loads cuBLAS at start") {
   for (const std::string& program :
        {convlab::test::convlab_binary().string(), std::string(CONVLAB_REFEREE)}) {
@@ -28,3 +30,5 @@ TEST_CASE("the first cuBLAS call loads the library and reaches it") {
         "CUBLAS_STATUS_ALLOC_FAILED");
   CHECK(::dlopen(CONVLAB_CUBLAS_SONAME, RTLD_NOW | RTLD_NOLOAD) != nullptr);
 }
+
+}  // namespace test_cublas_on_demand

@@ -9,6 +9,8 @@
 #include "reference/core/files.hpp"
 #include "tests/support/test_support.hpp"
 
+namespace test_files {
+
 namespace fs = std::filesystem;
 
 TEST_CASE("read_file returns every byte; a missing file is an error naming it") {
@@ -35,3 +37,5 @@ TEST_CASE("utc_now is ISO 8601 in UTC, to the second") {
   CHECK(std::regex_match(convlab::utc_now(),
                          std::regex(R"(20[0-9]{2}-[01][0-9]-[0-3][0-9]T[0-2][0-9]:[0-5][0-9]:[0-6][0-9]Z)")));
 }
+
+}  // namespace test_files

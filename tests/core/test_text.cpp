@@ -5,6 +5,8 @@
 
 #include "reference/core/text.hpp"
 
+namespace test_text {
+
 using convlab::strip_control_chars;
 
 TEST_CASE("printable ASCII and UTF-8 are kept as they are") {
@@ -65,3 +67,5 @@ TEST_CASE("trim drops spaces, tabs, CR and LF at the ends only") {
   CHECK(trim("").empty());
   CHECK(trim("\vv\f") == "\vv\f");  // only the four
 }
+
+}  // namespace test_text

@@ -18,6 +18,8 @@
 #include "reference/data/idx.hpp"
 #include "tests/support/test_support.hpp"
 
+namespace test_idx {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -408,3 +410,5 @@ TEST_CASE("fetch script: verifies SHA-256, refuses files that differ") {
     CHECK_FALSE(fs::exists(dest2.path() / "t10k-labels-idx1-ubyte.gz"));
   }
 }
+
+}  // namespace test_idx

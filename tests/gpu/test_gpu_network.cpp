@@ -22,6 +22,8 @@
 #include "reference/network/network_gpu.hpp"
 #include "tests/support/test_support.hpp"
 
+namespace test_gpu_network {
+
 using namespace convlab;
 namespace fs = std::filesystem;
 
@@ -323,3 +325,5 @@ TEST_CASE("a failing convolution is reported as the convolution's error") {
           std::string::npos);
   }
 }
+
+}  // namespace test_gpu_network

@@ -35,6 +35,8 @@
 #include "tests/support/code_under_test.hpp"
 #include "tests/support/test_support.hpp"
 
+namespace test_gpu_variants {
+
 namespace {
 
 using convlab::ConvShape;
@@ -646,3 +648,5 @@ TEST_CASE("GPU variant timing on the project's layer") {
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
 }
+
+}  // namespace test_gpu_variants

@@ -14,6 +14,8 @@
 #include "reference/core/error.hpp"
 #include "tests/support/test_support.hpp"
 
+namespace test_stubs_gpu {
+
 using namespace convlab;
 
 TEST_CASE("every GPU stub names its file and handout section, or the code is right") {
@@ -51,3 +53,5 @@ TEST_CASE("every GPU stub names its file and handout section, or the code is rig
     CHECK_MESSAGE(cmp.ok, why);
   }
 }
+
+}  // namespace test_stubs_gpu

@@ -15,6 +15,8 @@
 #include "reference/core/error.hpp"
 #include "tests/support/test_support.hpp"
 
+namespace test_kit_rules {
+
 namespace fs = std::filesystem;
 using convlab::kit::find_convolutions;
 
@@ -207,3 +209,5 @@ TEST_CASE("Markdown ships without its staff-only blocks") {
                         "opened on line 1"),
       convlab::Error);
 }
+
+}  // namespace test_kit_rules

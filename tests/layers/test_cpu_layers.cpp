@@ -12,6 +12,8 @@
 #include "reference/network/network.hpp"
 #include "tests/support/test_support.hpp"
 
+namespace test_cpu_layers {
+
 using namespace convlab;
 
 TEST_CASE("tanh matches std::tanh to 3e-7 over [-12, 12] and keeps NaN") {
@@ -201,3 +203,5 @@ TEST_CASE("network runner: a hand-checkable model and its Op Time bookkeeping") 
   CHECK(timed.conv_layers[0].shape.B == 2);
   CHECK(timed.output.size() == 0);
 }
+
+}  // namespace test_cpu_layers

@@ -17,6 +17,8 @@
 #include "reference/conv/variant_table.hpp"
 #include "tests/support/test_support.hpp"
 
+namespace test_handouts {
+
 namespace fs = std::filesystem;
 using nlohmann::json;
 
@@ -280,3 +282,5 @@ TEST_CASE("every graded milestone's handout lists checks.json's checks and point
   }
   CHECK(graded == 3);
 }
+
+}  // namespace test_handouts

@@ -11,6 +11,8 @@
 #include "reference/milestones/milestone.hpp"
 #include "tests/support/test_support.hpp"
 
+namespace test_milestone_file {
+
 namespace fs = std::filesystem;
 using convlab::Error;
 using convlab::Milestone;
@@ -124,3 +126,5 @@ TEST_CASE("a bad checks.json names the file and the field") {
   CHECK(error_of(dir.path(), "m2", "{\"milestone\": ").starts_with(prefix + "not JSON ("));
   CHECK(error_of(dir.path(), "m2", "[1, 2]") == prefix + "the file: expected an object");
 }
+
+}  // namespace test_milestone_file

@@ -14,6 +14,8 @@
 #include "reference/model/safetensors.hpp"
 #include "tests/support/test_support.hpp"
 
+namespace test_model {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -382,3 +384,5 @@ TEST_CASE("model: find_model") {
   CHECK_THROWS_WITH_AS(convlab::find_model("zzz", {one.path() / "missing"}),
                        doctest::Contains("no model files"), Error);
 }
+
+}  // namespace test_model

@@ -14,6 +14,8 @@
 #include "reference/model/safetensors.hpp"
 #include "tests/support/test_support.hpp"
 
+namespace test_safetensors {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -269,3 +271,5 @@ TEST_CASE("safetensors: the writer refuses a reserved name") {
       convlab::write_safetensors(dir.path() / "no-such-dir" / "x.safetensors", SafetensorsFile{}),
       Error);
 }
+
+}  // namespace test_safetensors

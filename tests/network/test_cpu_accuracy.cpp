@@ -12,6 +12,8 @@
 #include "tests/support/code_under_test.hpp"
 #include "tests/support/test_support.hpp"
 
+namespace test_cpu_accuracy {
+
 using namespace convlab;
 namespace fs = std::filesystem;
 
@@ -79,3 +81,5 @@ TEST_CASE("milestone checks agree with the counts recorded in the model files") 
     }
   }
 }
+
+}  // namespace test_cpu_accuracy

@@ -19,6 +19,8 @@
 #include "reference/network/network.hpp"
 #include "tests/support/test_support.hpp"
 
+namespace test_precision_rule {
+
 using namespace convlab;
 namespace fs = std::filesystem;
 
@@ -234,3 +236,5 @@ TEST_CASE("the bound's max|x| and |x| come from the magnitudes, negative values 
   CHECK(to_magnitudes(a) == 3.0f);
   CHECK(a == std::vector<float>{0.5f, 3.0f, 2.0f, 0.0f});
 }
+
+}  // namespace test_precision_rule

@@ -7,6 +7,8 @@
 
 #include "tests/support/test_support.hpp"
 
+namespace test_profile_cli {
+
 using namespace convlab;
 namespace fs = std::filesystem;
 
@@ -70,3 +72,5 @@ TEST_CASE("a build without CUDA says so for a profiled GPU run") {
   check_clear_error(convlab_run("m3 --profile"), "built without CUDA");
 }
 #endif
+
+}  // namespace test_profile_cli

@@ -18,6 +18,8 @@
 #include "tests/profile/profile_test_kernel.hpp"
 #include "tests/support/test_support.hpp"
 
+namespace test_profile_gpu {
+
 using namespace convlab;
 using namespace convlab::profile;
 
@@ -183,3 +185,5 @@ TEST_CASE("convlab run --profile prints the table after the run's lines") {
   CHECK(kernel_s > 0.0);
   CHECK(kernel_s <= j["wall_time_s"].get<double>());
 }
+
+}  // namespace test_profile_gpu

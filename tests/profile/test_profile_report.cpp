@@ -15,6 +15,8 @@
 
 #include "reference/profile/report.hpp"
 
+namespace test_profile_report {
+
 using namespace convlab::profile;
 
 namespace {
@@ -388,3 +390,5 @@ TEST_CASE("the JSON form carries the same rows") {
   for (const auto& row : j["api_calls"]) sum += row["percent"].get<double>();
   CHECK(sum == doctest::Approx(100.0));
 }
+
+}  // namespace test_profile_report

@@ -1,5 +1,7 @@
 #include "tests/support/test_support.hpp"
 
+#include <doctest/doctest.h>
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -73,6 +75,29 @@ std::vector<std::string>& notes() {
   static std::vector<std::string> list;
   return list;
 }
+
+// Test cases the run's filters selected: a test whose --source-file filter names no file of its
+// suite would otherwise pass having run nothing.
+unsigned selected_cases = 0;
+
+struct SelectedCases : doctest::IReporter {
+  explicit SelectedCases(const doctest::ContextOptions&) {}
+  void report_query(const doctest::QueryData&) override {}
+  void test_run_start() override {}
+  void test_run_end(const doctest::TestRunStats& stats) override {
+    selected_cases = stats.numTestCasesPassingFilters;
+  }
+  void test_case_start(const doctest::TestCaseData&) override {}
+  void test_case_reenter(const doctest::TestCaseData&) override {}
+  void test_case_end(const doctest::CurrentTestCaseStats&) override {}
+  void test_case_exception(const doctest::TestCaseException&) override {}
+  void subcase_start(const doctest::SubcaseSignature&) override {}
+  void subcase_end() override {}
+  void log_assert(const doctest::AssertData&) override {}
+  void log_message(const doctest::MessageData&) override {}
+  void test_case_skipped(const doctest::TestCaseData&) override {}
+};
+DOCTEST_REGISTER_LISTENER("selected_cases", 1, SelectedCases);
 }  // namespace
 
 void note_not_implemented(const std::string& what) {
@@ -80,6 +105,12 @@ void note_not_implemented(const std::string& what) {
 }
 
 int finish(int result) {
+  if (result == 0 && selected_cases == 0) {
+    std::cout << "FAILED: no test case matches this test's filter (--source-file, --test-case); "
+                 "is the file in the SOURCES of its convlab_test() in CMakeLists.txt?"
+              << std::endl;
+    return 1;
+  }
   if (result != 0 || notes().empty()) return result;
   // One line, so that tools/test.sh's list of skip reasons shows all of it.
   std::string text;

@@ -34,8 +34,9 @@ const data::Dataset& real_test_set();
 /// prints each note, so an unwritten milestone reads as "skipped: write ..." and never as a
 /// failure.
 void note_not_implemented(const std::string& what);
-/// The exit code of a test binary whose doctest run returned `result`: `result` when it failed
-/// or nothing was noted, else 77 after printing the notes.
+/// The exit code of a test binary whose doctest run returned `result`: 1 when its filters
+/// selected no test case, `result` when it failed or nothing was noted, else 77 after printing
+/// the notes.
 int finish(int result);
 /// Exits the test binary with 77 (CTest: Skipped) after printing `reason`.
 [[noreturn]] void skip(const std::string& reason);

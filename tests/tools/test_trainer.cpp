@@ -20,6 +20,8 @@
 #include "tools/train/sha256.hpp"
 #include "tools/train/trainer.hpp"
 
+namespace test_trainer {
+
 namespace {
 
 using convlab::Layer;
@@ -321,3 +323,5 @@ TEST_CASE("a model file written and read back keeps weights and expectations") {
   CHECK(back.expected_correct.at(100) == 42);
   CHECK(tools::make_plan(back).param_count == tools::make_plan(m).param_count);
 }
+
+}  // namespace test_trainer

@@ -17,6 +17,8 @@
 #include "reference/core/error.hpp"
 #include "tests/grader/builder/build_test_support.hpp"
 
+namespace test_build {
+
 using namespace convlab;
 namespace fs = std::filesystem;
 namespace detail = convlab::grader::build_detail;
@@ -704,3 +706,5 @@ TEST_CASE("build: a team file defining a framework or library function is refuse
       "student/m2/conv_cpu.cpp: defines std::chrono::_V2::steady_clock::now(), which "
       "libstdc++.so.6 defines"));
 }
+
+}  // namespace test_build

@@ -9,6 +9,8 @@
 #include "reference/conv/variant_table.hpp"
 #include "tests/grader/builder/build_test_support.hpp"
 
+namespace test_build_cuda {
+
 using namespace convlab;
 using test::write_file;
 
@@ -99,3 +101,5 @@ TEST_CASE("build: an nvcc error names the student's .cu file and line") {
   CHECK(r.log.find("student/m3/conv_baseline.cu(5)") != std::string::npos);
   CHECK(r.log.find("undeclared_kernel") != std::string::npos);
 }
+
+}  // namespace test_build_cuda

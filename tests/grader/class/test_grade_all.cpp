@@ -18,6 +18,8 @@
 #include "tests/grader/class/class_test_support.hpp"
 #include "tests/support/test_support.hpp"
 
+namespace test_grade_all {
+
 namespace fs = std::filesystem;
 using convlab::test::run_command;
 using convlab::test::TempDir;
@@ -401,3 +403,5 @@ TEST_CASE("a team whose checks ran out of processes in parallel is graded again,
   CHECK(one.summary()["teams"][0]["score"] == 0);
   CHECK(one.summary()["teams"][0]["regraded_alone"] == false);
 }
+
+}  // namespace test_grade_all

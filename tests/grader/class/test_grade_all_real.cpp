@@ -13,6 +13,8 @@
 #include "tests/grader/class/class_test_support.hpp"
 #include "tests/support/test_support.hpp"
 
+namespace test_grade_all_real {
+
 namespace fs = std::filesystem;
 using convlab::test::run_command;
 using nlohmann::json;
@@ -89,3 +91,5 @@ TEST_CASE("a small m2 class graded for real: full marks, zero, a build failure; 
   CHECK(build_failed);
   CHECK(output.find("Graded 3 of 3 teams (m2)") != std::string::npos);
 }
+
+}  // namespace test_grade_all_real

@@ -20,6 +20,8 @@
 #include "tests/grader/class/slurm_cluster.hpp"
 #include "tests/support/test_support.hpp"
 
+namespace test_grade_all_slurm {
+
 namespace fs = std::filesystem;
 using convlab::test::dump_db;
 using convlab::test::read_text;
@@ -175,3 +177,5 @@ TEST_CASE("an m2 class graded through --slurm gives the database and summary of 
   CHECK(out.find("0 added, 4 already there") != std::string::npos);
   CHECK(dump_db(local_db) == local_before);
 }
+
+}  // namespace test_grade_all_slurm

@@ -16,6 +16,8 @@
 #include "tests/grader/class/slurm_cluster.hpp"
 #include "tests/support/test_support.hpp"
 
+namespace test_grade_all_slurm_resubmit {
+
 namespace fs = std::filesystem;
 using convlab::test::dump_db;
 using convlab::test::read_text;
@@ -163,3 +165,5 @@ TEST_CASE("a cancelled task is resubmitted once, a failed grade never; ingest is
     CHECK(dump_db(db) == before);
   }
 }
+
+}  // namespace test_grade_all_slurm_resubmit

@@ -12,6 +12,8 @@
 
 #include "tests/support/test_support.hpp"
 
+namespace test_gradescope {
+
 namespace fs = std::filesystem;
 using convlab::test::run_command;
 using nlohmann::json;
@@ -134,3 +136,5 @@ TEST_CASE("when grading itself fails, the student still sees a results.json with
   CHECK(r["output"].get<std::string>().find("no submission folder") != std::string::npos);
   CHECK(r["tests"].empty());
 }
+
+}  // namespace test_gradescope

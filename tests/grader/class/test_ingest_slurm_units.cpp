@@ -17,6 +17,8 @@
 #include "tests/grader/class/class_test_support.hpp"
 #include "tests/support/test_support.hpp"
 
+namespace test_ingest_slurm_units {
+
 namespace fs = std::filesystem;
 using namespace convlab::grader;
 using convlab::test::dump_db;
@@ -290,3 +292,5 @@ TEST_CASE("ingest: one row per report, the folder names the team, bad reports re
   CHECK(text.find("0 added, 2 already there, 3 rejected, 1 without a report") != std::string::npos);
   CHECK(dump_db(db) == once);
 }
+
+}  // namespace test_ingest_slurm_units

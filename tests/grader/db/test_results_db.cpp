@@ -15,6 +15,8 @@
 #include "grader/db/sqlite.hpp"
 #include "tests/support/test_support.hpp"
 
+namespace test_results_db {
+
 using namespace convlab;
 using namespace convlab::grader;
 namespace fs = std::filesystem;
@@ -714,3 +716,5 @@ TEST_CASE("sqlite: a row inserted column by column reads back by name; a wrong n
   CHECK_THROWS_WITH_AS(st.text("e"), "the statement has no column 'e'", convlab::Error);
   CHECK_THROWS_AS(sq::Insert("t").set("nope", 1).run(conn), sq::SqliteError);
 }
+
+}  // namespace test_results_db

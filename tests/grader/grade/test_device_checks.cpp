@@ -15,6 +15,8 @@
 #include "reference/conv/elementwise.hpp"
 #include "reference/core/device_buffer.hpp"
 
+namespace test_device_checks {
+
 using namespace convlab;
 using namespace convlab::grader;
 
@@ -118,3 +120,5 @@ TEST_CASE("compare_on_device: exact equality passes, one changed value is found"
   CHECK(c.mismatches == 1);
   CHECK(c.first == 613);
 }
+
+}  // namespace test_device_checks

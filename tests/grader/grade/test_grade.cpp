@@ -22,6 +22,8 @@
 #include "grader/db/results_db.hpp"
 #endif
 
+namespace test_grade {
+
 using namespace convlab;
 using namespace convlab::grader;
 using nlohmann::json;
@@ -436,3 +438,5 @@ TEST_CASE("a grader killed with SIGKILL leaves folders that the next grade sweep
   CHECK(count("convlab-grade-") == 0);
   CHECK(count("convlab-run-") == 0);
 }
+
+}  // namespace test_grade

@@ -12,6 +12,8 @@
 #include "reference/milestones/milestone.hpp"
 #include "tests/grader/grade/grade_test_support.hpp"
 
+namespace test_grade_gpu {
+
 using namespace convlab;
 using namespace convlab::grader;
 using nlohmann::json;
@@ -160,3 +162,5 @@ TEST_CASE("final: the pristine stubs get zero, each naming its file") {
     CHECK_MESSAGE(named, file);
   }
 }
+
+}  // namespace test_grade_gpu

@@ -21,6 +21,8 @@
 #include "reference/model/model.hpp"
 #include "tests/support/test_support.hpp"
 
+namespace test_grade_units {
+
 using namespace convlab;
 using namespace convlab::grader;
 using nlohmann::json;
@@ -561,3 +563,5 @@ TEST_CASE("a grade of one's own checkout writes its reports under the checkout's
   CHECK(default_out_dir(kit, "kit", "m3", dir.path() / "kit2") ==
         dir.path() / "kit2" / "grade-kit");
 }
+
+}  // namespace test_grade_units

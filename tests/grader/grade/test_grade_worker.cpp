@@ -28,6 +28,8 @@
 #include "reference/conv/variant_table.hpp"
 #include "tests/support/test_support.hpp"
 
+namespace test_grade_worker {
+
 using namespace convlab;
 using nlohmann::json;
 namespace fs = std::filesystem;
@@ -321,3 +323,5 @@ TEST_CASE("the referee's clock and checks: honest, caching, early and out-of-tur
     CHECK(r.doc.at("status") == "error");
   }
 }
+
+}  // namespace test_grade_worker

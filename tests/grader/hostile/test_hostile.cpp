@@ -18,6 +18,8 @@
 #include "tests/grader/grade/grade_test_support.hpp"
 #include "tests/support/test_support.hpp"
 
+namespace test_hostile {
+
 namespace fs = std::filesystem;
 using nlohmann::json;
 
@@ -878,3 +880,5 @@ TEST_CASE("m2_control_chars") {
   CHECK(written.find("\xc2\x9b") == std::string::npos);
   CHECK(g.output.find(clean) != std::string::npos);
 }
+
+}  // namespace test_hostile

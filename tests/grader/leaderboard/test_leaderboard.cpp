@@ -16,6 +16,8 @@
 #include "tests/grader/leaderboard/sample_board.hpp"
 #include "tests/support/test_support.hpp"
 
+namespace test_leaderboard {
+
 using namespace convlab;
 using namespace convlab::grader;
 
@@ -369,3 +371,5 @@ TEST_CASE("team names lose their terminal controls in every form of the board") 
     CHECK(text.find("evil-team") != std::string::npos);
   }
 }
+
+}  // namespace test_leaderboard

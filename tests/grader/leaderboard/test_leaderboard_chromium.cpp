@@ -14,6 +14,8 @@
 #include "tests/support/browser.hpp"
 #include "tests/support/test_support.hpp"
 
+namespace test_leaderboard_chromium {
+
 using namespace convlab;
 using namespace convlab::grader;
 namespace fs = std::filesystem;
@@ -105,3 +107,5 @@ TEST_CASE("the leaderboard page renders in headless Chromium") {
   CHECK(shot.count(0x0072B2, 24) > 500);
   MESSAGE("screenshot: " << png.string());
 }
+
+}  // namespace test_leaderboard_chromium

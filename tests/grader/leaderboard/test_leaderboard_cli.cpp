@@ -11,6 +11,8 @@
 #include "grader/db/results_db.hpp"
 #include "tests/support/test_support.hpp"
 
+namespace test_leaderboard_cli {
+
 using namespace convlab;
 using namespace convlab::grader;
 namespace fs = std::filesystem;
@@ -151,3 +153,5 @@ TEST_CASE("convlab leaderboard: bad input gives one clear error") {
   CHECK(rc != 0);
   CHECK(out.find("fastest") != std::string::npos);
 }
+
+}  // namespace test_leaderboard_cli

@@ -11,6 +11,8 @@
 #include "grader/kit/kit_rules.hpp"
 #include "tests/support/test_support.hpp"
 
+namespace test_kit_rules_found {
+
 using convlab::kit::find_convolutions;
 
 namespace {
@@ -118,3 +120,5 @@ TEST_CASE("what one function learns about its variables stays in that function")
   })")
             .empty());
 }
+
+}  // namespace test_kit_rules_found

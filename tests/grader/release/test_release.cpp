@@ -14,6 +14,8 @@
 #include "reference/conv/variant_table.hpp"
 #include "tests/support/test_support.hpp"
 
+namespace test_release {
+
 namespace fs = std::filesystem;
 using convlab::test::run_command;
 using convlab::test::TempDir;
@@ -350,3 +352,5 @@ TEST_CASE("every staff-only part the build adds is left out of the kit, and so i
   CHECK(std::find(plan.files.begin(), plan.files.end(), "cmake/ConvlabVariants.cmake") !=
         plan.files.end());
 }
+
+}  // namespace test_release

@@ -21,6 +21,8 @@
 #include "reference/core/stopwatch.hpp"
 #include "tests/support/test_support.hpp"
 
+namespace test_release_build {
+
 namespace fs = std::filesystem;
 using convlab::test::run_command;
 
@@ -215,3 +217,5 @@ TEST_CASE("the student release builds and its ctest passes, before and after a c
   CHECK_MESSAGE(output.find("every output right on 8 shapes") != std::string::npos, output);
   std::cout << "release test done in " << convlab::seconds_since(start) << " s" << std::endl;
 }
+
+}  // namespace test_release_build

@@ -9,6 +9,8 @@
 #include "reference/core/error.hpp"
 #include "tests/support/test_support.hpp"
 
+namespace test_runtime_view {
+
 namespace fs = std::filesystem;
 using namespace convlab::grader;
 
@@ -83,3 +85,5 @@ TEST_CASE("one GPU: by index in PCI bus order, by UUID, or every node when unkno
     CHECK(std::count(a.nodes.begin(), a.nodes.end(), dev / "nvidia1") == 1);
   }
 }
+
+}  // namespace test_runtime_view

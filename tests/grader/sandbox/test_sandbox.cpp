@@ -28,6 +28,8 @@
 #include "reference/core/error.hpp"
 #include "tests/support/test_support.hpp"
 
+namespace test_sandbox {
+
 namespace fs = std::filesystem;
 using convlab::grader::Outcome;
 using convlab::grader::SandboxFeatures;
@@ -829,3 +831,5 @@ TEST_CASE("isolation_problems names each missing feature with how to get it") {
   user_ns.user_namespace = false;
   CHECK(convlab::grader::isolation_problems(user_ns).at(0).feature == "dropped_privileges");
 }
+
+}  // namespace test_sandbox

@@ -11,6 +11,8 @@
 #include "grader/service/job_store.hpp"
 #include "tests/grader/service/service_test_support.hpp"
 
+namespace test_service {
+
 namespace fs = std::filesystem;
 using namespace convlab::test;
 using nlohmann::json;
@@ -331,3 +333,5 @@ TEST_CASE("a grade job records the run in the results database and keeps its rep
   CHECK(r["checks"].size() > 3);
   CHECK_FALSE(r.contains("submission"));  // the server's paths stay on the server
 }
+
+}  // namespace test_service

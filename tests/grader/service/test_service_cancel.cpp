@@ -13,6 +13,8 @@
 
 #include "tests/grader/service/fake_class.hpp"
 
+namespace test_service_cancel {
+
 namespace fs = std::filesystem;
 using namespace convlab::test;
 using nlohmann::json;
@@ -154,3 +156,5 @@ TEST_CASE("a team's jobs per hour are limited; the reply says the limit and when
   CHECK(std::stoi(refused->get_header_value("Retry-After")) > 3500);
   CHECK(json::parse(http.Get("/api/v1/jobs", bearer(c.token("alpha")))->body)["jobs"].size() == 2);
 }
+
+}  // namespace test_service_cancel

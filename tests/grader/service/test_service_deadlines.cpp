@@ -10,6 +10,8 @@
 #include "grader/service/deadlines.hpp"
 #include "tests/grader/service/fake_class.hpp"
 
+namespace test_service_deadlines {
+
 namespace fs = std::filesystem;
 using namespace convlab::test;
 using convlab::service::iso_utc;
@@ -185,3 +187,5 @@ TEST_CASE("the last grade before the deadline counts, and the leaderboard ranks 
   CHECK(has(csv, "3,alpha,5.0000,") == "yes");
   CHECK(csv.find("2.0000") == std::string::npos);
 }
+
+}  // namespace test_service_deadlines

@@ -16,6 +16,8 @@
 #include "tests/grader/grade/grade_test_support.hpp"
 #include "tests/grader/service/service_test_support.hpp"
 
+namespace test_service_gpu {
+
 namespace fs = std::filesystem;
 using namespace convlab::test;
 using Clock = std::chrono::steady_clock;
@@ -182,3 +184,5 @@ TEST_CASE("gpu executor: m3 and final jobs of two teams, with their latency and 
   CHECK(out.find("milestone final, 2 teams (anonymised)") != std::string::npos);
   CHECK(out.find("cuDNN ms") != std::string::npos);
 }
+
+}  // namespace test_service_gpu

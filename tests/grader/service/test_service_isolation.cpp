@@ -8,6 +8,8 @@
 
 #include "tests/grader/service/fake_class.hpp"
 
+namespace test_service_isolation {
+
 using namespace convlab::test;
 using nlohmann::json;
 
@@ -89,3 +91,5 @@ TEST_CASE("a team asking for another team's job, output, report or page is refus
   CHECK(contains(out, "Leaderboard: milestone m2, 1 team (anonymised)"));
   CHECK_FALSE(contains(out, "alpha"));
 }
+
+}  // namespace test_service_isolation

@@ -36,6 +36,8 @@
 
 extern char** environ;
 
+namespace test_service_load {
+
 namespace fs = std::filesystem;
 using namespace convlab::test;
 using Clock = std::chrono::steady_clock;
@@ -352,3 +354,5 @@ TEST_CASE("load: 50 clients, 500 m2 check jobs; none lost or run twice") {
   MESSAGE(report.str());
   CHECK(server.stop(SIGTERM) == 0);
 }
+
+}  // namespace test_service_load

@@ -11,6 +11,8 @@
 #include "tests/grader/service/fake_class.hpp"
 #include "tests/support/browser.hpp"
 
+namespace test_service_pages {
+
 using namespace convlab::test;
 using nlohmann::json;
 
@@ -101,3 +103,5 @@ TEST_CASE("the live leaderboard and a team's own pages, in Chromium; no team see
   CHECK(contains(staff, "<h1>Every team"));
   for (const char* id : {"job-1", "job-2", "job-3"}) CHECK(contains(staff, id));
 }
+
+}  // namespace test_service_pages

@@ -18,6 +18,8 @@
 #include "tests/grader/class/slurm_cluster.hpp"
 #include "tests/grader/service/service_test_support.hpp"
 
+namespace test_service_slurm {
+
 namespace fs = std::filesystem;
 using namespace convlab::test;
 using nlohmann::json;
@@ -323,3 +325,5 @@ TEST_CASE("slurm: real m2 jobs of two teams; a grade's run is recorded by the se
   // One grade, one row.
   CHECK(recorded_runs(c.dir / "results.sqlite") == std::vector<RecordedRun>{{"beta", "m2", 0.0}});
 }
+
+}  // namespace test_service_slurm

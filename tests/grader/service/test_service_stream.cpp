@@ -15,6 +15,8 @@
 
 #include "tests/grader/service/fake_class.hpp"
 
+namespace test_service_stream {
+
 using namespace convlab::test;
 using nlohmann::json;
 
@@ -229,3 +231,5 @@ TEST_CASE("a silent job's stream sends a keepalive line every --keepalive second
   CHECK(followed.find("grading alpha, milestone m2") != std::string::npos);
   CHECK(followed.find("keepalive") == std::string::npos);
 }
+
+}  // namespace test_service_stream

@@ -21,6 +21,8 @@
 #include "reference/milestones/cli_values.hpp"
 #include "tests/grader/service/service_test_support.hpp"
 
+namespace test_service_units {
+
 namespace fs = std::filesystem;
 using namespace convlab::service;
 using convlab::test::write_file;
@@ -456,3 +458,5 @@ TEST_CASE("the queue: limits per team in flight and per hour; cancelling queued 
   CHECK(store.get(*second.id)->state == "failed");
   CHECK(store.get(*second.id)->error == "cancelled");
 }
+
+}  // namespace test_service_units
