@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "reference/profile/report.hpp"
+#include "tests/support/test_support.hpp"
 
 namespace test_profile_report {
 
@@ -283,7 +284,7 @@ TEST_CASE("the table has nvprof's lines, sections and aligned columns") {
 
 TEST_CASE("the table's shape matches a real nvprof table") {
   const std::vector<std::string> real =
-      read_lines(std::string(CONVLAB_PROFILE_TEST_DATA) + "/nvprof_table.txt");
+      read_lines((convlab::test::source_dir() / "tests/profile/data/nvprof_table.txt").string());
   // nvprof before CUDA 9 printed the two sections as two tables without the Type column; the
   // Type column came with CUDA 9 and is the only difference.
   REQUIRE(real.size() > 30);

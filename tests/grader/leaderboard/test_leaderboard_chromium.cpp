@@ -43,7 +43,9 @@ std::string dom_text(const std::string& s) {
 
 TEST_CASE("the leaderboard page renders in headless Chromium") {
   test::require_chromium();
-  const fs::path out = LEADERBOARD_OUT_DIR;
+  // The folder it runs in (ctest: tests/grader/leaderboard of the build tree), for a person to
+  // look at.
+  const fs::path out = fs::current_path();
   const fs::path page = out / "leaderboard.html", dom = out / "leaderboard.dom.html",
                  png = out / "leaderboard.png", log = out / "chromium.log";
   fs::remove(png);
