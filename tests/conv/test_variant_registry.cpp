@@ -21,23 +21,19 @@
 
 namespace test_variant_registry {
 
+using convlab::test::read_all;
 using namespace convlab;
 namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
 
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
 bool staff_tree() {
   return fs::is_directory(test::source_dir() / "reference/solutions");
 }
 
 json checks_of(const std::string& milestone) {
-  return json::parse(read_text(test::source_dir() / "milestones" / milestone / "checks.json"));
+  return json::parse(read_all(test::source_dir() / "milestones" / milestone / "checks.json"));
 }
 
 }  // namespace
@@ -63,7 +59,7 @@ TEST_CASE("every declared variant's files, milestone and handout section exist")
     std::smatch m;
     const std::string text(v.handout);
     REQUIRE(std::regex_match(text, m, handout));
-    const std::string readme = read_text(root / m[1].str());
+    const std::string readme = read_all(root / m[1].str());
     CHECK(!readme.empty());
     const std::regex heading(
         "(^|\n)#+ " +
@@ -263,7 +259,7 @@ TEST_CASE("no source, script, build file or test names a variant outside its dec
     const std::string rel = path.lexically_relative(root).generic_string();
     if (skipped(rel) || allowed(rel)) continue;
     ++files;
-    const std::string text = read_text(path);
+    const std::string text = read_all(path);
     for (const auto& [v, regexes] : patterns) {
       for (const auto& [needle, r] : regexes) {
         std::smatch m;

@@ -20,6 +20,8 @@
 
 namespace test_idx {
 
+using convlab::test::contains;
+using convlab::test::read_all;
 namespace {
 
 namespace fs = std::filesystem;
@@ -39,11 +41,6 @@ void write_gz(const fs::path& path, const Bytes& content) {
   REQUIRE(gzclose(f) == Z_OK);
 }
 
-std::string read_bytes(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
 void write_bytes(const fs::path& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary) << bytes;
 }
@@ -59,10 +56,6 @@ std::string idx_error(const Bytes& content) {
     return e.what();
   }
   return "";
-}
-
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
 }
 
 /// FNV-1a over pixels then labels: pins the generator's output across platforms.
@@ -122,7 +115,7 @@ TEST_CASE("idx: write then read gives the same array, for 1 to 4 dimensions") {
     const fs::path p = dir.path() / "a.gz";
     convlab::data::write_idx_gz(p, a);
     // The file is real gzip and real IDX: magic 1f 8b, then 00 00 08 ndims once inflated.
-    CHECK(read_bytes(p).substr(0, 2) == "\x1f\x8b");
+    CHECK(read_all(p).substr(0, 2) == "\x1f\x8b");
     const IdxArray b = convlab::data::read_idx_gz(p);
     CHECK(b.dims == a.dims);
     CHECK(b.values == a.values);
@@ -161,7 +154,7 @@ TEST_CASE("idx: bad files are refused with a message naming the file and the pro
     for (std::size_t i = 0; i < a.values.size(); ++i)
       a.values[i] = static_cast<std::uint8_t>((i * i) >> 3);
     convlab::data::write_idx_gz(good, a);
-    std::string bytes = read_bytes(good);
+    std::string bytes = read_all(good);
     REQUIRE(bytes.size() > 60);
     for (std::size_t i = 20; i < 40; ++i) bytes[i] = static_cast<char>(~bytes[i]);
     const fs::path bad = dir.path() / "bad.gz";
@@ -170,7 +163,7 @@ TEST_CASE("idx: bad files are refused with a message naming the file and the pro
                          Error);
 
     // Damage only the gzip trailer's CRC: the data inflates, the check catches it.
-    std::string crc = read_bytes(good);
+    std::string crc = read_all(good);
     crc[crc.size() - 6] = static_cast<char>(crc[crc.size() - 6] ^ 1);
     write_bytes(bad, crc);
     CHECK_THROWS_WITH_AS(convlab::data::read_idx_gz(bad), doctest::Contains("corrupt"), Error);
@@ -181,7 +174,7 @@ TEST_CASE("idx: bad files are refused with a message naming the file and the pro
     for (std::size_t i = 0; i < a.values.size(); ++i)
       a.values[i] = static_cast<std::uint8_t>(i * 7919 >> 5);
     convlab::data::write_idx_gz(good, a);
-    const std::string bytes = read_bytes(good);
+    const std::string bytes = read_all(good);
     const fs::path cut = dir.path() / "cut.gz";
     write_bytes(cut, bytes.substr(0, bytes.size() / 2));
     CHECK_THROWS_WITH_AS(convlab::data::read_idx_gz(cut), doctest::Contains("truncated"), Error);
@@ -398,7 +391,7 @@ TEST_CASE("fetch script: verifies SHA-256, refuses files that differ") {
     // A copy with one byte flipped, served as a file:// URL through the environment variable.
     const convlab::test::TempDir bad, dest2;
     for (const char* name : kFiles) fs::copy_file(*real / name, bad.path() / name);
-    std::string labels = read_bytes(bad.path() / "t10k-labels-idx1-ubyte.gz");
+    std::string labels = read_all(bad.path() / "t10k-labels-idx1-ubyte.gz");
     labels[100] = static_cast<char>(labels[100] ^ 0x40);
     write_bytes(bad.path() / "t10k-labels-idx1-ubyte.gz", labels);
     rc = convlab::test::run_command("CONVLAB_FETCH_FROM=file://" + bad.path().string() + " bash " +

@@ -17,17 +17,11 @@
 
 namespace test_kit_rules {
 
+using convlab::test::read_all;
 namespace fs = std::filesystem;
 using convlab::kit::find_convolutions;
 
 namespace {
-
-std::string read_text(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 bool in_kit() {
   return fs::exists(convlab::test::source_dir() / "RELEASE");
@@ -96,7 +90,7 @@ TEST_CASE("each sanctioned file holds a convolution the rule finds") {
     const std::string path(s.path);
     CAPTURE(path);
     CHECK_FALSE(s.why.empty());
-    const std::string text = read_text(convlab::test::source_dir() / path);
+    const std::string text = read_all(convlab::test::source_dir() / path);
     REQUIRE_FALSE(text.empty());
     CHECK_FALSE(find_convolutions(text).empty());
     CHECK(convlab::kit::kit_convolutions(path, text).empty());
@@ -153,7 +147,7 @@ TEST_CASE("the kit holds no convolution outside the sanctioned files" * doctest:
   for (const std::string& rel : *files) {
     if (!convlab::kit::convolution_rule_reads(rel)) continue;
     ++read;
-    for (std::string& f : convlab::kit::kit_convolutions(rel, read_text(root / rel))) {
+    for (std::string& f : convlab::kit::kit_convolutions(rel, read_all(root / rel))) {
       found.push_back(std::move(f));
     }
   }
@@ -182,7 +176,7 @@ TEST_CASE("the kit's Markdown names only files the kit has" * doctest::skip(!in_
   for (const std::string& rel : *files) {
     if (fs::path(rel).extension() != ".md") continue;
     for (std::string& m :
-         convlab::kit::missing_markdown_paths(rel, read_text(root / rel), exists)) {
+         convlab::kit::missing_markdown_paths(rel, read_all(root / rel), exists)) {
       missing.push_back(std::move(m));
     }
   }

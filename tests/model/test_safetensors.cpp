@@ -16,6 +16,8 @@
 
 namespace test_safetensors {
 
+using convlab::test::contains;
+using convlab::test::read_all;
 namespace {
 
 namespace fs = std::filesystem;
@@ -31,11 +33,6 @@ std::string le64(std::uint64_t v) {
 
 void write_bytes(const fs::path& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary) << bytes;
-}
-
-std::string read_bytes(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
 /// A file with the given header text (length prefix computed) and data buffer.
@@ -55,10 +52,6 @@ std::string error_for(const std::string& header, const std::string& data) {
     return e.what();
   }
   return "";
-}
-
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
 }
 
 const std::string k8(8, '\0');  // 8 zero bytes: data for a [2] tensor
@@ -97,9 +90,9 @@ TEST_CASE("safetensors: round trip keeps every bit, metadata included") {
   // Writing what was read gives the same bytes: the writer is deterministic.
   const fs::path p2 = dir.path() / "m2.safetensors";
   convlab::write_safetensors(p2, out);
-  CHECK(read_bytes(p) == read_bytes(p2));
+  CHECK(read_all(p) == read_all(p2));
   // Header padded to a multiple of 8, and no temporary file left behind.
-  const std::string bytes = read_bytes(p);
+  const std::string bytes = read_all(p);
   std::uint64_t n = 0;
   for (int i = 7; i >= 0; --i)
     n = (n << 8) | static_cast<unsigned char>(bytes[static_cast<std::size_t>(i)]);
@@ -137,7 +130,7 @@ TEST_CASE("safetensors: byte layout matches the published format") {
     f.metadata["k"] = "v";
     const fs::path p = dir.path() / "written.safetensors";
     convlab::write_safetensors(p, f);
-    CHECK(read_bytes(p) == expected);
+    CHECK(read_all(p) == expected);
   }
   SUBCASE("another writer's spacing and key order are accepted") {
     const std::string h =

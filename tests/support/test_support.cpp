@@ -29,6 +29,10 @@ std::string read_all(const fs::path& p) {
   return s.str();
 }
 
+bool contains(const std::string& text, const std::string& what) {
+  return text.find(what) != std::string::npos;
+}
+
 std::size_t occurrences(const std::string& text, const std::string& what) {
   std::size_t n = 0;
   for (std::size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "reference/conv/conv_shape.hpp"
+#include "reference/core/error.hpp"
 #include "reference/data/fashion_mnist.hpp"
 
 namespace convlab::test {
@@ -20,6 +21,17 @@ std::filesystem::path source_dir();
 std::string read_all(const std::filesystem::path& p);
 /// How many times `what` occurs in `text` (overlapping ones too).
 std::size_t occurrences(const std::string& text, const std::string& what);
+/// True when `what` occurs in `text`.
+bool contains(const std::string& text, const std::string& what);
+/// The message of the convlab::Error that `body()` throws; "" when it throws none.
+std::string error_of(auto&& body) {
+  try {
+    body();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
 /// The shipped model files (datasets/models/*.safetensors), sorted.
 std::vector<std::filesystem::path> shipped_models();
 /// The convlab executable of this build.

@@ -19,6 +19,7 @@
 
 namespace test_build {
 
+using convlab::test::read_all;
 using namespace convlab;
 namespace fs = std::filesystem;
 namespace detail = convlab::grader::build_detail;
@@ -54,11 +55,6 @@ std::string base_name(const std::string& path) {
 
 bool contains(const std::vector<std::string>& list, const std::string& item) {
   return std::find(list.begin(), list.end(), item) != list.end();
-}
-
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
 // The reason given for `file`, or "" when it was not refused.
@@ -598,7 +594,7 @@ TEST_CASE("build: the pristine stubs build; the next submission reuses the cache
   CHECK(b.files.accepted == kM2);
   CHECK(b.framework_reused);
   CHECK(b.framework_build == a.framework_build);
-  CHECK(read_text(second.request(kM2).work_dir / "src/student/m2/conv_cpu.cpp")
+  CHECK(read_all(second.request(kM2).work_dir / "src/student/m2/conv_cpu.cpp")
             .find("y[i] = x[i] * k[0]") != std::string::npos);
   if (!a.framework_reused) {
     // The first build paid for the framework; the second only for the team's files.

@@ -20,6 +20,7 @@
 
 namespace test_grade_all {
 
+using convlab::test::read_all;
 namespace fs = std::filesystem;
 using convlab::test::run_command;
 using convlab::test::TempDir;
@@ -139,13 +140,6 @@ bool is_running(pid_t pid) {
   return paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] != 'Z';
 }
 
-std::string read(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 }  // namespace
 
 TEST_CASE("one team's crash, hang, failure or bad report never stops the class") {
@@ -193,12 +187,12 @@ TEST_CASE("one team's crash, hang, failure or bad report never stops the class")
         std::string::npos);
   // The error says where to look, and the log has the command to re-run by hand.
   CHECK(team_of(s, "frank")["error"].get<std::string>().find("grade.log") != std::string::npos);
-  const std::string frank_log = read(c.out / "frank/grade.log");
+  const std::string frank_log = read_all(c.out / "frank/grade.log");
   CHECK(frank_log.starts_with("$ convlab grade "));
   CHECK(frank_log.find("cannot read the submission") != std::string::npos);
 
   // The hung grader was killed with everything it started.
-  const pid_t sleeper = std::stoi(read(c.out / "dave/sleep.pid"));
+  const pid_t sleeper = std::stoi(read_all(c.out / "dave/sleep.pid"));
   // A killed process may take a moment to go on a loaded machine.
   for (int i = 0; i < 50 && is_running(sleeper); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -226,7 +220,7 @@ TEST_CASE("one team's crash, hang, failure or bad report never stops the class")
   CHECK(most <= 3);
 
   // The CSV has a header and one row per team; the table names every team and status.
-  const std::string csv = read(c.out / "summary.csv");
+  const std::string csv = read_all(c.out / "summary.csv");
   CHECK(csv.starts_with("team,status,score,max_score,op_time_s,"));
   CHECK(csv.find(",error,regraded_alone,gpu,slurm_task,resubmitted\n") != std::string::npos);
   CHECK(std::count(csv.begin(), csv.end(), '\n') == 8);
@@ -256,7 +250,7 @@ TEST_CASE("a class that grades cleanly exits 0; --team re-grades one team; optio
   CHECK(s["graded"] == 2);
   CHECK(s["total"] == 2);
   CHECK(team_of(s, "t2")["score"] == 0);  // a zero score is still graded
-  const std::string args = read(c.out / "t1/args.txt");
+  const std::string args = read_all(c.out / "t1/args.txt");
   CHECK(args.find("--milestone m2 --team t1 --out " + (c.out / "t1").string()) !=
         std::string::npos);
   CHECK(args.find("--db " + fs::absolute("class.db").string()) != std::string::npos);
@@ -278,9 +272,9 @@ TEST_CASE("a class that grades cleanly exits 0; --team re-grades one team; optio
   CHECK(team_of(s, "t1") == t1_before);
   CHECK(fs::exists(c.out / "t1/report.json"));
   CHECK_FALSE(fs::exists(c.out / "t2/stale.txt"));
-  CHECK(read(c.out / "t2/args.txt").find("--hide " + (c.subs / "t1").string()) !=
+  CHECK(read_all(c.out / "t2/args.txt").find("--hide " + (c.subs / "t1").string()) !=
         std::string::npos);
-  const std::string csv = read(c.out / "summary.csv");
+  const std::string csv = read_all(c.out / "summary.csv");
   CHECK(csv.find("\nt1,graded,10,") != std::string::npos);
   CHECK(csv.find("\nt2,graded,30,") != std::string::npos);
 
@@ -301,7 +295,7 @@ TEST_CASE("GPU milestones grade one team at a time on one GPU") {
   for (const auto& [team, span] : spans) v.push_back(span);
   std::sort(v.begin(), v.end());
   for (std::size_t i = 1; i < v.size(); ++i) CHECK(v[i].first >= v[i - 1].second);
-  for (const char* t : {"a", "b", "c"}) CHECK(read(c.out / t / "gpu.txt") == "0\n");
+  for (const char* t : {"a", "b", "c"}) CHECK(read_all(c.out / t / "gpu.txt") == "0\n");
 }
 
 TEST_CASE("two GPUs: one grade per GPU at once, each pinned to its GPU, never two on one") {
@@ -321,7 +315,7 @@ TEST_CASE("two GPUs: one grade per GPU at once, each pinned to its GPU, never tw
   std::map<std::string, std::vector<std::pair<double, double>>> by_gpu;
   for (const std::string& t : teams) {
     CAPTURE(t);
-    const std::string seen = read(c.out / t / "gpu.txt");
+    const std::string seen = read_all(c.out / t / "gpu.txt");
     // Each grade saw exactly one GPU, the one the summary names.
     CHECK((seen == "7\n" || seen == "3\n"));
     CHECK(team_of(s, t)["gpu"].get<std::string>() + "\n" == seen);
@@ -342,7 +336,7 @@ TEST_CASE("two GPUs: one grade per GPU at once, each pinned to its GPU, never tw
     most = std::max(most, at_once);
   }
   CHECK(most == 2);
-  CHECK(read(c.out / "summary.csv").find("\nt1,graded,5,50,") != std::string::npos);
+  CHECK(read_all(c.out / "summary.csv").find("\nt1,graded,5,50,") != std::string::npos);
 
   CHECK(c.grade_all("--milestone final --gpus 0,,1", &output) == 1);
   CHECK(output.find("separated by commas") != std::string::npos);

@@ -14,18 +14,12 @@
 
 namespace test_gradescope {
 
+using convlab::test::read_all;
 namespace fs = std::filesystem;
 using convlab::test::run_command;
 using nlohmann::json;
 
 namespace {
-
-std::string read(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // A fake /autograder: source/ with a hidden model and the data, submission/ with `m2_file`.
 struct Autograder {
@@ -51,7 +45,7 @@ struct Autograder {
             (convlab::test::source_dir() / "grader/gradescope/run_autograder").string() + "'",
         output);
   }
-  json results() const { return json::parse(read(root / "results/results.json")); }
+  json results() const { return json::parse(read_all(root / "results/results.json")); }
 };
 
 // Gradescope's total: the sum of the tests' max_score.
@@ -64,7 +58,7 @@ double max_of(const json& r) {
 std::string staff_m2() {
   // The staff solution, moved into the namespace a team's file defines.
   const std::string text =
-      read(convlab::test::source_dir() / "reference/solutions/m2/conv_cpu.cpp");
+      read_all(convlab::test::source_dir() / "reference/solutions/m2/conv_cpu.cpp");
   return std::regex_replace(text, std::regex("convlab::solution"), "convlab::student");
 }
 
@@ -95,7 +89,7 @@ TEST_CASE("the staff m2 solution gets full marks through run_autograder, the stu
     CHECK(r.dump().find("hidden-gs") == std::string::npos);
   }
   {
-    Autograder ag(read(convlab::test::source_dir() / "student/m2/conv_cpu.cpp"), data);
+    Autograder ag(read_all(convlab::test::source_dir() / "student/m2/conv_cpu.cpp"), data);
     REQUIRE_MESSAGE(ag.run("", &output) == 0, output);  // m2 is the default milestone
     const json r = ag.results();
     INFO(r.dump(2));

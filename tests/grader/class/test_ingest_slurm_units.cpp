@@ -19,6 +19,7 @@
 
 namespace test_ingest_slurm_units {
 
+using convlab::test::error_of;
 namespace fs = std::filesystem;
 using namespace convlab::grader;
 using convlab::test::dump_db;
@@ -81,15 +82,6 @@ GradeResult sample(const std::string& team) {
   c.details_json = "{}";
   r.checks.push_back(c);
   return r;
-}
-
-std::string error_of(auto&& body) {
-  try {
-    body();
-  } catch (const convlab::Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 }  // namespace

@@ -17,27 +17,13 @@
 
 namespace test_results_db {
 
+using convlab::test::error_of;
+using convlab::test::read_all;
 using namespace convlab;
 using namespace convlab::grader;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string error_of(auto&& body) {
-  try {
-    body();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-std::string read_all(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 std::int64_t count(sqlite::Connection& c, const std::string& sql) {
   sqlite::Statement st = c.prepare(sql);

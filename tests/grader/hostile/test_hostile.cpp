@@ -20,6 +20,7 @@
 
 namespace test_hostile {
 
+using convlab::test::read_all;
 namespace fs = std::filesystem;
 using nlohmann::json;
 
@@ -82,11 +83,6 @@ const std::string& grade_help() {
   return help;
 }
 
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), {});
-}
-
 // An attack's lines "// convlab-hostile: insert NAME" replaced by tests/grader/hostile/NAME,
 // code that several attacks share.
 std::string with_inserts(std::string text) {
@@ -96,7 +92,7 @@ std::string with_inserts(std::string text) {
     const std::string name = text.substr(at + marker.size(), end - at - marker.size());
     const fs::path file = convlab::test::source_dir() / "tests/grader/hostile" / name;
     REQUIRE_MESSAGE(fs::is_regular_file(file), "no " << file << " to insert");
-    text.replace(at, end - at + 1, read_text(file));
+    text.replace(at, end - at + 1, read_all(file));
   }
   return text;
 }
@@ -111,7 +107,7 @@ fs::path composed_submission(const fs::path& case_dir, const fs::path& into) {
   const std::string marker = "// convlab-hostile: staff rename ";
   for (const auto& e : fs::recursive_directory_iterator(attack)) {
     if (!e.is_regular_file()) continue;
-    const std::string text = with_inserts(read_text(e.path()));
+    const std::string text = with_inserts(read_all(e.path()));
     REQUIRE_MESSAGE(text.rfind(marker, 0) == 0, e.path() << " does not start with " << marker);
     const std::string name = text.substr(marker.size(), text.find('\n') - marker.size());
     const std::string rel = fs::relative(e.path(), attack).string();
@@ -235,11 +231,6 @@ void require_cuda_build() {
 }
 
 const std::string kM2Check = "network/cpu/ece408-high/100";
-
-std::string read_all(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), {});
-}
 
 // Everything a grade wrote that someone reads: report.json, results.json and every log.
 std::string everything_written(const Grade& g) {
@@ -558,7 +549,7 @@ TEST_CASE("m2_forge_result") {
   const json& c = expect_honest_time(g, kM2Time, 10.0);
   CHECK(c.at("op_time_s").get<double>() > 1e-3);  // not the forged 4.2 us
   CHECK(g.report.dump().find("forged") == std::string::npos);
-  CHECK(read_text(g.out() / "results.json").find("forged") == std::string::npos);
+  CHECK(read_all(g.out() / "results.json").find("forged") == std::string::npos);
 }
 
 TEST_CASE("m2_forge_socket") {

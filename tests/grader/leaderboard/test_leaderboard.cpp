@@ -18,6 +18,7 @@
 
 namespace test_leaderboard {
 
+using convlab::test::error_of;
 using namespace convlab;
 using namespace convlab::grader;
 
@@ -36,15 +37,6 @@ std::vector<TeamBest> teams_ms(const std::vector<double>& ms) {
 
 RankingRule original() {
   return RankingRule{};  // stddev_from_median, 25 points, 6.25 per standard deviation
-}
-
-std::string error_of(auto&& body) {
-  try {
-    body();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 }  // namespace

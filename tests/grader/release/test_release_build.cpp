@@ -23,6 +23,7 @@
 
 namespace test_release_build {
 
+using convlab::test::read_all;
 namespace fs = std::filesystem;
 using convlab::test::run_command;
 
@@ -34,13 +35,6 @@ std::string quoted(const fs::path& p) {
   q += p.string();
   q += '\'';
   return q;
-}
-
-std::string read_text(const fs::path& file) {
-  std::ifstream in(file);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
 }
 
 // "N% tests passed, F tests failed out of T": F, or -1 when the summary is missing.
@@ -102,14 +96,14 @@ TEST_CASE("the student release builds and its ctest passes, before and after a c
   }
   // The kit's own README and scripts: nothing staff-only in them.
   for (const char* file : {"README.md", "tools/setup.sh", "tools/gpu-check.sh"}) {
-    const std::string text = read_text(kit / file);
+    const std::string text = read_all(kit / file);
     CAPTURE(file);
     for (const char* staff : {"--impl", "solution", "instructor.md", "grade-all", "release --out",
                               "chromium", "doxygen"}) {
       CHECK_MESSAGE(text.find(staff) == std::string::npos, staff);
     }
   }
-  CHECK(read_text(kit / "README.md").find("convlab check m2") != std::string::npos);
+  CHECK(read_all(kit / "README.md").find("convlab check m2") != std::string::npos);
   CHECK(run_command("cd " + quoted(kit) + " && sha256sum -c --quiet --strict RELEASE", &output) ==
         0);
 
@@ -120,7 +114,7 @@ TEST_CASE("the student release builds and its ctest passes, before and after a c
     if (!e.is_regular_file() || e.path().extension() == ".safetensors") continue;
     const std::string rel = e.path().lexically_relative(kit).generic_string();
     if (rel.starts_with("student/")) continue;
-    const auto found = convlab::grader::find_definitions(read_text(e.path()), names);
+    const auto found = convlab::grader::find_definitions(read_all(e.path()), names);
     CHECK_MESSAGE(found.empty(), rel << ": " << (found.empty() ? "" : found.front()));
   }
   std::cout << "release written and checked in " << convlab::seconds_since(start) << " s" << std::endl;
@@ -150,7 +144,7 @@ TEST_CASE("the student release builds and its ctest passes, before and after a c
   std::cout << "kit ctest with the stubs: " << summary_line(output) << std::endl;
   CHECK_MESSAGE(failed_tests(output) == 0, failures_only(output));
   CHECK_MESSAGE(output.find("test_stubs ") != std::string::npos, output);
-  const std::string log = read_text(kit / "build" / preset / "Testing/Temporary/LastTest.log");
+  const std::string log = read_all(kit / "build" / preset / "Testing/Temporary/LastTest.log");
   CHECK(log.find("SKIPPED: the m2 CPU convolution is not implemented yet: write it in "
                  "student/m2/conv_cpu.cpp") != std::string::npos);
 
@@ -185,7 +179,7 @@ TEST_CASE("the student release builds and its ctest passes, before and after a c
   const bool gpu = run_command("nvidia-smi -L", &smi) == 0;
   if (!gpu) MESSAGE("no usable GPU: the CPU variants' solutions only");
   const auto hand_in = [&](const fs::path& staff, const fs::path& team_file) {
-    std::string code = read_text(staff);
+    std::string code = read_all(staff);
     for (auto at = code.find("convlab::solution"); at != std::string::npos;
          at = code.find("convlab::solution", at)) {
       code.replace(at, 17, "convlab::student");

@@ -15,15 +15,12 @@
 
 namespace test_service_cancel {
 
+using convlab::test::contains;
 namespace fs = std::filesystem;
 using namespace convlab::test;
 using nlohmann::json;
 
 namespace {
-
-bool contains(const std::string& text, const std::string& what) {
-  return text.find(what) != std::string::npos;
-}
 
 // `convlab submit ARGS...` as `team`, its output into `out`, as a terminal would start it:
 // SIGINT at its default, so that Ctrl-C reaches it.

@@ -10,14 +10,11 @@
 
 namespace test_service_isolation {
 
+using convlab::test::contains;
 using namespace convlab::test;
 using nlohmann::json;
 
 namespace {
-
-bool contains(const std::string& text, const std::string& what) {
-  return text.find(what) != std::string::npos;
-}
 
 // The page-link URL `convlab submit history` prints for `team`.
 std::string page_link(const FakeClass& c, const std::string& team) {

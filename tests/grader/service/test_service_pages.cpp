@@ -13,14 +13,11 @@
 
 namespace test_service_pages {
 
+using convlab::test::contains;
 using namespace convlab::test;
 using nlohmann::json;
 
 namespace {
-
-bool contains(const std::string& text, const std::string& what) {
-  return text.find(what) != std::string::npos;
-}
 
 // The page-link URL `convlab submit history [ARGS]` prints for `team`.
 std::string page_link(const FakeClass& c, const std::string& team, const std::string& args = "") {
