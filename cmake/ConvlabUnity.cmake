@@ -2,9 +2,9 @@
 # so the headers most of them include (nlohmann/json, CLI11, cpp-httplib, the standard library)
 # are parsed once per batch instead of once per file. Off for code a team writes (its errors
 # name its own files, its helpers may share names), for the tests (convlab_test() combines each
-# folder's, tests/CMakeLists.txt), for any target
-# with CUDA sources (kernels in anonymous namespaces would collide), and for files the grader
-# reads by object name (SKIP_UNITY_BUILD_INCLUSION where they are listed).
+# folder's, tests/CMakeLists.txt), for any target with CUDA sources (kernels in anonymous
+# namespaces would collide), and for files the grader reads by object name
+# (SKIP_UNITY_BUILD_INCLUSION where they are listed).
 option(CONVLAB_UNITY_BUILD "Compile host-only targets as combined files (faster full builds)" ON)
 
 # Compiles `target` as combined files. A combined file includes its sources by absolute path, so

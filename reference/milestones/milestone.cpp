@@ -1,7 +1,6 @@
 #include "reference/milestones/milestone.hpp"
 
 #include <algorithm>
-#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
