@@ -407,6 +407,19 @@ void Grading::report_check(std::size_t i, const CheckResult& c) const {
 // checks they read (timed_stage).
 bool Grading::runs_alone(const PlannedCheck& p) const { return p.check.kind == "time"; }
 
+namespace {
+
+// What a check is expected to cost, to start the longest first so that the checks sharing the
+// machine end together: a memcheck (compute-sanitizer) is the slowest, then networks by image
+// count; everything else is short.
+double expected_cost(const PlannedCheck& p) {
+  if (p.check.kind == "memcheck") return 1e9 + p.check.images;
+  if (p.check.kind == "network") return p.check.images;
+  return 0.0;
+}
+
+}  // namespace
+
 int Grading::check_jobs() const {
   if (opt_.check_jobs) return *opt_.check_jobs;
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -441,13 +454,17 @@ void Grading::run_checks() {
   if (jobs <= 1) {
     for (const std::size_t i : rest) finished(i, run_planned(i));
   } else {
+    std::vector<std::size_t> order = rest;
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+      return expected_cost(plan_[a]) > expected_cost(plan_[b]);
+    });
     std::atomic<std::size_t> next{0};
     std::mutex again_mutex;
     std::vector<std::thread> pool;
     for (int t = 0; t < jobs; ++t) {
       pool.emplace_back([&] {
-        for (std::size_t k = next++; k < rest.size(); k = next++) {
-          const std::size_t i = rest[k];
+        for (std::size_t k = next++; k < order.size(); k = next++) {
+          const std::size_t i = order[k];
           CheckResult c = run_planned(i);
           if (c.reason == "timeout" || c.reason == "gpu_memory") {
             const std::lock_guard lock(again_mutex);
