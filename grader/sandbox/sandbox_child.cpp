@@ -349,7 +349,15 @@ std::int32_t setup_namespaces(const ChildPlan& p, int ctl) {
   prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
   // Entered as the run's user, so its permissions apply.
   if (chdir(p.workdir) != 0) fail_step(ctl, step_chdir);
-  execve(p.exec_path, p.argv, p.envp);
+  // A file copied into the run a moment ago can still be open for writing in a process that
+  // another thread of the grader forked meanwhile (it closes every such descriptor first thing,
+  // but may not have run yet): ETXTBSY is then passing. Up to two seconds of retries.
+  for (int tries = 0; tries < 400; ++tries) {
+    execve(p.exec_path, p.argv, p.envp);
+    if (errno != ETXTBSY) break;
+    const timespec pause{0, 5'000'000};
+    nanosleep(&pause, nullptr);
+  }
   fail_step(ctl, step_exec);
 }
 

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdint>
 #include <filesystem>
@@ -197,6 +198,32 @@ TEST_CASE("a program that cannot be started is start_failed with the reason") {
     nobody_known.user = "convlab-no-such-user";
     CHECK_THROWS_AS(convlab::grader::run_sandboxed(nobody_known), convlab::Error);
   }
+}
+
+TEST_CASE("a program open for writing elsewhere for a moment starts once it is closed") {
+  // As when another thread of the grader forks while a run's input is being copied: the copy's
+  // descriptor lives on in that fork's child until the child closes it (ETXTBSY meanwhile).
+  convlab::test::TempDir dir;
+  fs::permissions(dir.path(), fs::perms::all);
+  const fs::path program = dir.path() / "probe";
+  fs::copy_file(SANDBOX_PROBE, program);
+  fs::permissions(program, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                               fs::perms::others_read | fs::perms::others_exec);
+  const int writer = open(program.c_str(), O_WRONLY | O_CLOEXEC);
+  REQUIRE(writer >= 0);
+  std::thread closer([writer] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    close(writer);
+  });
+  SandboxSpec spec;
+  spec.argv = {program.string(), "print", "started"};
+  spec.limits.wall_s = 30;
+  const SandboxResult r = convlab::grader::run_sandboxed(spec);
+  closer.join();
+  INFO(show(r));
+  CHECK(r.outcome == Outcome::exited);
+  CHECK(r.stdout_text == "started\n");
+  CHECK(r.wall_s >= 0.15);  // it waited for the writer
 }
 
 TEST_CASE("the environment is exactly the one given, with HOME, TMPDIR and the channel fd") {
