@@ -15,7 +15,6 @@
 #include "grader/worker/protocol.hpp"
 #include "reference/core/error.hpp"
 #include "reference/core/format.hpp"
-#include "reference/data/idx.hpp"
 #include "reference/model/model.hpp"
 
 namespace convlab::grader {
@@ -146,13 +145,8 @@ fs::path Grading::images_file(std::int64_t n) {
     throw Error("a check asks for " + std::to_string(n) + " images; the test set has " +
                 std::to_string(test_.count));
   }
-  data::IdxArray a;
-  a.dims = {n, test_.rows, test_.cols};
-  const auto bytes = static_cast<std::size_t>(n) * static_cast<std::size_t>(test_.rows) *
-                     static_cast<std::size_t>(test_.cols);
-  a.values.assign(test_.pixels.begin(), test_.pixels.begin() + static_cast<std::ptrdiff_t>(bytes));
   const fs::path f = work_ / ("images-" + std::to_string(n) + ".idx.gz");
-  data::write_idx_gz(f, a);
+  test_.write_images(f, n);
   image_files_[n] = f;
   return f;
 }

@@ -38,6 +38,13 @@ IdxArray read_file(const fs::path& path) {
   }
 }
 
+void require_images(std::int64_t n, std::int64_t count) {
+  if (n < 1 || n > count) {
+    throw Error("asked for " + std::to_string(n) + " images, but the data set holds " +
+                std::to_string(count) + ": choose a number from 1 to " + std::to_string(count));
+  }
+}
+
 }  // namespace
 
 fs::path data_dir(const std::optional<fs::path>& flag) {
@@ -47,10 +54,7 @@ fs::path data_dir(const std::optional<fs::path>& flag) {
 }
 
 Tensor Dataset::images(std::int64_t n, float scale) const {
-  if (n < 1 || n > count) {
-    throw Error("asked for " + std::to_string(n) + " images, but the data set holds " +
-                std::to_string(count) + ": choose a number from 1 to " + std::to_string(count));
-  }
+  require_images(n, count);
   const std::int64_t per_image = std::int64_t{rows} * cols;
   Tensor t({n, 1, rows, cols});
   float* out = t.data();
@@ -58,6 +62,15 @@ Tensor Dataset::images(std::int64_t n, float scale) const {
     out[i] = static_cast<float>(pixels[static_cast<std::size_t>(i)]) * scale;
   }
   return t;
+}
+
+void Dataset::write_images(const fs::path& path, std::int64_t n) const {
+  require_images(n, count);
+  IdxArray a;
+  a.dims = {n, rows, cols};
+  const auto bytes = static_cast<std::ptrdiff_t>(n * rows * cols);
+  a.values.assign(pixels.begin(), pixels.begin() + bytes);
+  write_idx_gz(path, a);
 }
 
 Dataset load_fashion_mnist(const fs::path& dir, Split split) {

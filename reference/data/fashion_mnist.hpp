@@ -36,6 +36,10 @@ struct Dataset {
   /// The first n images as a float tensor [n, 1, rows, cols], each pixel times `scale`.
   /// Throws Error when n is not in 1..count.
   Tensor images(std::int64_t n, float scale) const;
+  /// Writes the first n images to `path` as a gzipped IDX file ([n][rows][cols] bytes, the
+  /// format the loader reads). Throws Error when n is not in 1..count, or the file cannot be
+  /// written.
+  void write_images(const std::filesystem::path& path, std::int64_t n) const;
 };
 
 /// Loads `split` from `dir` ({train,t10k}-{images-idx3,labels-idx1}-ubyte.gz).

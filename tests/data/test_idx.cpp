@@ -279,6 +279,16 @@ TEST_CASE("fashion-mnist: loads generated files, and refuses bad ones saying how
     CHECK_THROWS_WITH_AS(d.images(0, 1.0f), doctest::Contains("from 1 to 20"), Error);
     CHECK_THROWS_WITH_AS(d.images(21, 1.0f), doctest::Contains("from 1 to 20"), Error);
   }
+  SUBCASE("write_images() writes the first n as an IDX file of [n][rows][cols] bytes") {
+    const fs::path head = dir.path() / "head.idx.gz";
+    d.write_images(head, 3);
+    const convlab::data::IdxArray a = convlab::data::read_idx_gz(head);
+    CHECK(a.dims == std::vector<std::int64_t>{3, 28, 28});
+    CHECK(a.values ==
+          std::vector<std::uint8_t>(test.pixels.begin(), test.pixels.begin() + 3 * 784));
+    CHECK_THROWS_WITH_AS(d.write_images(head, 0), doctest::Contains("from 1 to 20"), Error);
+    CHECK_THROWS_WITH_AS(d.write_images(head, 21), doctest::Contains("from 1 to 20"), Error);
+  }
   SUBCASE("missing directory") {
     const std::string where = (dir.path() / "absent").string();
     try {

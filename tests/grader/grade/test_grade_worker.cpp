@@ -27,7 +27,6 @@
 #include "reference/conv/library_conv.hpp"
 #include "reference/conv/variant_table.hpp"
 #include "reference/data/fashion_mnist.hpp"
-#include "reference/data/idx.hpp"
 #include "tests/support/test_support.hpp"
 
 namespace test_grade_worker {
@@ -246,14 +245,9 @@ TEST_CASE("the referee's clock and checks: honest, caching, early and out-of-tur
     return;
   }
   // The first 1000 test images: 8 calls per pass, the last one short (7 x 128 + 104).
-  const convlab::data::Dataset& test_set = test::real_test_set();
-  convlab::data::IdxArray head;
-  head.dims = {kImages, test_set.rows, test_set.cols};
-  head.values.assign(test_set.pixels.begin(),
-                     test_set.pixels.begin() + kImages * test_set.rows * test_set.cols);
   const test::TempDir dir;
   const fs::path images = dir.path() / "images-1000.idx.gz";
-  convlab::data::write_idx_gz(images, head);
+  test::real_test_set().write_images(images, kImages);
   const std::string args = "network --model " + models() + "/ece408-high.safetensors --images " +
                            images.string() + " --variant " +
                            convlab::variant_ids("m2", "cpu").front() +
